@@ -1,0 +1,3 @@
+from stash_cli.main import app
+
+app()

@@ -1,0 +1,169 @@
+"""`stash-rm`: serve one service, run the local stack, manage accounts, run the main job."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from stash_cli.accounts import create_key_for, create_user_with_key
+from stash_cli.demo import run_demo
+from stash_cli.stack import GRPC_SERVICES, Layout, Stack, StackError, gateway_health, grpc_health, read_layout
+from stash_common.errors import ConfigError, StashError
+from stash_common.settings import SERVICE_NAMES
+
+app = typer.Typer(help="Stash RM: learn reward models and better agents from AI-agent traces.", no_args_is_help=True)
+users_app = typer.Typer(help="Manage users.", no_args_is_help=True)
+keys_app = typer.Typer(help="Manage API keys.", no_args_is_help=True)
+app.add_typer(users_app, name="users")
+app.add_typer(keys_app, name="keys")
+console = Console(soft_wrap=True)
+errors = Console(stderr=True, soft_wrap=True)
+
+DataDir = Annotated[
+    Path | None, typer.Option("--data-dir", help="Directory for the embedded profile's files (STASH_DATA_DIR).")
+]
+
+
+def _use_data_dir(data_dir: Path | None) -> None:
+    if data_dir is not None:
+        os.environ["STASH_DATA_DIR"] = str(data_dir.resolve())
+
+
+def _fail(message: str) -> typer.Exit:
+    errors.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code=1)
+
+
+@app.command()
+def serve(name: Annotated[str, typer.Argument(help=f"One of: {', '.join(SERVICE_NAMES)}.")]) -> None:
+    """Run one service in this process until SIGTERM or Ctrl-C."""
+    if name not in SERVICE_NAMES:
+        raise _fail(f"unknown service {name!r}; choose one of: {', '.join(SERVICE_NAMES)}")
+    try:
+        importlib.import_module(f"stash_{name}.main").main()
+    except ConfigError as error:
+        raise _fail(str(error)) from None
+
+
+@app.command()
+def up(data_dir: DataDir = None) -> None:
+    """Start all six services as separate processes, wait until healthy, stop them all on Ctrl-C."""
+    _use_data_dir(data_dir)
+    stack = _start_stack()
+    console.print(f"Gateway: [bold]{stack.layout.gateway_url}[/bold]  (API docs at {stack.layout.gateway_url}/docs)")
+    console.print("Press Ctrl-C to stop.")
+    signal.signal(signal.SIGTERM, _interrupt)
+    reported: set[str] = set()
+    try:
+        while True:
+            for name, code in stack.exited().items():
+                if name not in reported:
+                    errors.print(f"[yellow]{name} exited with code {code}[/yellow]; see {stack.layout.log_file(name)}")
+                    reported.add(name)
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        console.print("Stopping…")
+    finally:
+        stack.stop()
+    console.print("Stopped.")
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _start_stack() -> Stack:
+    try:
+        stack = Stack(read_layout())
+    except ConfigError as error:
+        raise _fail(str(error)) from None
+    stack.start()
+    try:
+        with console.status("Waiting for every service to report SERVING…"):
+            stack.wait_healthy()
+    except (StackError, KeyboardInterrupt) as error:
+        stack.stop()
+        raise _fail(str(error) or "interrupted") from None
+    _print_health(stack.layout)
+    return stack
+
+
+@app.command()
+def status(data_dir: DataDir = None) -> None:
+    """Show each service's health; exits 1 unless everything is SERVING."""
+    _use_data_dir(data_dir)
+    layout = read_layout()
+    if not _print_health(layout):
+        raise typer.Exit(code=1)
+
+
+def _print_health(layout: Layout) -> bool:
+    table = Table("service", "address", "health", "pid")
+    healthy = True
+    for name in GRPC_SERVICES:
+        state = grpc_health(layout.address(name))
+        healthy &= state == "SERVING"
+        table.add_row(name, layout.address(name), _colour(state), _pid(layout.pid_file(name)))
+    code, _body = gateway_health(layout)
+    gateway_state = "SERVING" if code == 200 else ("UNREACHABLE" if code is None else f"HTTP {code}")
+    healthy &= code == 200
+    table.add_row("gateway", layout.gateway_url, _colour(gateway_state), _pid(layout.pid_file("gateway")))
+    console.print(table)
+    return healthy
+
+
+def _colour(state: str) -> str:
+    return f"[green]{state}[/green]" if state == "SERVING" else f"[red]{state}[/red]"
+
+
+def _pid(path: Path) -> str:
+    return path.read_text().strip() if path.exists() else "-"
+
+
+@users_app.command("create")
+def users_create(name: str, data_dir: DataDir = None) -> None:
+    """Create a user and print a full-access API key for it (shown only this once)."""
+    _use_data_dir(data_dir)
+    try:
+        user, secret = create_user_with_key(name)
+    except (StashError, ConfigError) as error:
+        raise _fail(str(error)) from None
+    console.print(f"user {user.name} ({user.id})")
+    console.print(f"API key (full access, shown once): [bold]{secret}[/bold]")
+
+
+@keys_app.command("create")
+def keys_create(
+    user: Annotated[str, typer.Argument(help="User name or id.")],
+    name: Annotated[str, typer.Option(help="What the key is for.")] = "cli",
+    read_only: Annotated[bool, typer.Option("--read-only", help="The key can read but not change data.")] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """Create an API key for a user and print it (shown only this once)."""
+    _use_data_dir(data_dir)
+    try:
+        key, secret = create_key_for(user, name, read_only)
+    except (StashError, ConfigError) as error:
+        raise _fail(str(error)) from None
+    access = "read-only" if key.read_only else "full access"
+    console.print(f"API key {key.id} ({access}, shown once): [bold]{secret}[/bold]")
+
+
+@app.command()
+def demo(data_dir: DataDir = None) -> None:
+    """The main job on the embedded profile: start the stack, create a user and key, show it healthy, stop."""
+    _use_data_dir(data_dir)
+    stack = _start_stack()
+    try:
+        run_demo(stack.layout, console)
+    finally:
+        stack.stop()
+    console.print("[green]Done.[/green]")

@@ -1,0 +1,167 @@
+"""The local stack: all six services as separate processes on this machine.
+
+`stash-rm up` and `stash-rm demo` start it; every service runs the same code as in the
+cluster, as `python -m stash_<service>`, with its addresses, ports and data directory
+passed through the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from stash_common.channels import check_health, open_channel
+from stash_common.settings import ServiceSettings, load
+from stash_gateway.settings import GatewaySettings
+from stash_gepa.settings import GepaSettings
+from stash_ingest.settings import IngestSettings
+from stash_labeler.settings import LabelerSettings
+from stash_scorer.settings import ScorerSettings
+from stash_trainer.settings import TrainerSettings
+
+GRPC_SERVICES: dict[str, type[ServiceSettings]] = {
+    "ingest": IngestSettings,
+    "labeler": LabelerSettings,
+    "trainer": TrainerSettings,
+    "scorer": ScorerSettings,
+    "gepa": GepaSettings,
+}
+
+
+class StackError(RuntimeError):
+    """The stack could not start: a service exited or never became healthy."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each service of a local stack listens, and where it keeps its files."""
+
+    data_dir: Path
+    grpc_ports: dict[str, int]
+    gateway: GatewaySettings
+
+    @property
+    def gateway_url(self) -> str:
+        """The gateway's base URL as a local client reaches it."""
+        return f"http://127.0.0.1:{self.gateway.port}"
+
+    def address(self, service: str) -> str:
+        """host:port of a gRPC service, as reached on this machine."""
+        return f"127.0.0.1:{self.grpc_ports[service]}"
+
+    def pid_file(self, service: str) -> Path:
+        """Where `up` records the process id of a running service."""
+        return self.data_dir / "run" / f"{service}.pid"
+
+    def log_file(self, service: str) -> Path:
+        """Where a service of the local stack writes its structured logs."""
+        return self.data_dir / "logs" / f"{service}.log"
+
+
+def read_layout() -> Layout:
+    """The ports and data directory from the environment (or the embedded defaults)."""
+    gateway = load(GatewaySettings)
+    ports = {name: load(settings_cls).port for name, settings_cls in GRPC_SERVICES.items()}
+    return Layout(data_dir=gateway.data_dir.resolve(), grpc_ports=ports, gateway=gateway)
+
+
+@dataclass
+class Stack:
+    """The six service processes of one local stack."""
+
+    layout: Layout
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def environment(self) -> dict[str, str]:
+        """The environment every child gets: this one, plus the data dir and every peer's address."""
+        env = {**os.environ, "STASH_DATA_DIR": str(self.layout.data_dir)}
+        for name in GRPC_SERVICES:
+            env[f"STASH_{name.upper()}_ADDRESS"] = self.layout.address(name)
+        return env
+
+    def start(self) -> None:
+        """Start the gRPC services, then the gateway, each as its own process."""
+        env = self.environment()
+        for name in [*GRPC_SERVICES, "gateway"]:
+            log_path = self.layout.log_file(name)
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            with log_path.open("ab") as log:
+                self.processes[name] = subprocess.Popen(
+                    [sys.executable, "-m", f"stash_{name}"],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,  # Ctrl-C reaches `up`, which stops the children in order.
+                )
+            pid_file = self.layout.pid_file(name)
+            pid_file.parent.mkdir(parents=True, exist_ok=True)
+            pid_file.write_text(str(self.processes[name].pid))
+
+    def wait_healthy(self, timeout_s: float = 60.0) -> None:
+        """Block until every gRPC service reports SERVING and the gateway's /healthz answers 200."""
+        deadline = time.monotonic() + timeout_s
+        pending = set(GRPC_SERVICES) | {"gateway"}
+        while pending:
+            self.raise_if_exited()
+            pending = {name for name in pending if not self.is_healthy(name)}
+            if pending and time.monotonic() > deadline:
+                names = ", ".join(sorted(pending))
+                raise StackError(f"not healthy after {timeout_s:.0f}s: {names}; see {self.layout.data_dir / 'logs'}")
+            if pending:
+                time.sleep(0.2)
+
+    def is_healthy(self, name: str) -> bool:
+        """Whether one service answers its health check with SERVING (the gateway: /healthz 200)."""
+        if name == "gateway":
+            return gateway_health(self.layout)[0] == 200
+        return grpc_health(self.layout.address(name)) == "SERVING"
+
+    def exited(self) -> dict[str, int]:
+        """Services whose process has ended, with their exit codes."""
+        return {name: code for name, process in self.processes.items() if (code := process.poll()) is not None}
+
+    def raise_if_exited(self) -> None:
+        """Fail with the log tail of the first service that died."""
+        for name, code in self.exited().items():
+            tail = self.layout.log_file(name).read_text(errors="replace").splitlines()[-15:]
+            raise StackError(f"{name} exited with code {code}:\n" + "\n".join(tail))
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        """SIGTERM the gateway first, then the services; SIGKILL what has not exited after `grace_s`."""
+        for name in ["gateway", *GRPC_SERVICES]:
+            process = self.processes.get(name)
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for name, process in self.processes.items():
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            self.layout.pid_file(name).unlink(missing_ok=True)
+
+
+def gateway_health(layout: Layout) -> tuple[int | None, dict[str, object]]:
+    """The gateway's /healthz status code and body; (None, {}) when it does not answer."""
+    try:
+        response = httpx.get(f"{layout.gateway_url}/healthz", timeout=5.0)
+    except httpx.TransportError:
+        return None, {}
+    return response.status_code, response.json()
+
+
+def grpc_health(address: str) -> str:
+    """One gRPC service's health status name (UNREACHABLE when nothing answers)."""
+    channel = open_channel(address)
+    try:
+        return check_health(channel, timeout_s=1.0)
+    finally:
+        channel.close()

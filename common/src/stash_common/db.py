@@ -1,0 +1,94 @@
+"""Database engines and sessions (SQLAlchemy 2) and Alembic migrations per owning service.
+
+Each service owns its tables: its own `DeclarativeBase`, its own Alembic scripts, and its
+own version table (`alembic_version_<service>`), so several services can share one
+PostgreSQL database in the cluster profile or keep separate SQLite files in the embedded one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+
+def normalise_url(url: str) -> str:
+    """Use psycopg 3 for plain `postgresql://` URLs; other URLs pass through."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; SQLite files get WAL, foreign keys and a busy timeout for multi-process use."""
+    url = normalise_url(url)
+    if not url.startswith("sqlite"):
+        return create_engine(url, pool_pre_ping=True)
+    path = url.removeprefix("sqlite:///")
+    if path and path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+    event.listen(engine, "connect", _configure_sqlite)
+    return engine
+
+
+def _configure_sqlite(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def make_sessions(engine: Engine) -> sessionmaker[Session]:
+    """A session factory whose objects stay readable after commit."""
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
+    """One unit of work: commits when the block ends, rolls everything back if it raises."""
+    with sessions() as session, session.begin():
+        yield session
+
+
+def alembic_config(service: str, migrations_dir: Path, url: str) -> Config:
+    """The Alembic configuration of one service's migrations against `url`."""
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir))
+    config.set_main_option("sqlalchemy.url", normalise_url(url).replace("%", "%%"))
+    config.attributes["version_table"] = f"alembic_version_{service}"
+    return config
+
+
+def upgrade(service: str, migrations_dir: Path, url: str, revision: str = "head") -> None:
+    """Bring one service's tables up to `revision`."""
+    command.upgrade(alembic_config(service, migrations_dir, url), revision)
+
+
+def downgrade(service: str, migrations_dir: Path, url: str, revision: str = "base") -> None:
+    """Take one service's tables down to `revision`."""
+    command.downgrade(alembic_config(service, migrations_dir, url), revision)
+
+
+def run_migrations(config: Config, target_metadata) -> None:  # type: ignore[no-untyped-def]
+    """The body of every service's `migrations/env.py` (online mode only)."""
+    engine = create_engine(config.get_main_option("sqlalchemy.url"))
+    with engine.connect() as connection:
+        from alembic import context
+
+        context.configure(
+            connection=connection,
+            target_metadata=target_metadata,
+            version_table=config.attributes["version_table"],
+            render_as_batch=connection.dialect.name == "sqlite",
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()

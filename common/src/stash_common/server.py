@@ -1,0 +1,133 @@
+"""gRPC server bootstrap shared by every service: health checking, reflection, errors, shutdown.
+
+A service's `main.py` builds its servicers and calls `serve()`; this module does the rest:
+the standard `grpc.health.v1.Health` service, server reflection, one interceptor that turns
+`stash_common.errors` into statuses (with `google.rpc.BadRequest` details for bad input),
+and a graceful stop on SIGTERM or SIGINT: health flips to NOT_SERVING, in-flight calls get
+`grace_s` to finish, then the process exits.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import structlog
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from grpc_status import rpc_status
+
+from stash_common.errors import InvalidArgument, StashError
+
+log = structlog.get_logger(__name__)
+
+# Registers servicers on the server and returns their full service names (for health and reflection).
+Registrar = Callable[[grpc.Server], Sequence[str]]
+
+
+def to_status(error: StashError) -> status_pb2.Status:
+    """The rich gRPC status for a platform error; bad input carries a BadRequest field violation."""
+    status = status_pb2.Status(code=getattr(code_pb2, error.code.value), message=error.message)
+    if isinstance(error, InvalidArgument):
+        violation = error_details_pb2.BadRequest.FieldViolation(field=error.field, description=error.reason)
+        detail = any_pb2.Any()
+        detail.Pack(error_details_pb2.BadRequest(field_violations=[violation]))
+        status.details.append(detail)
+    return status
+
+
+class ErrorInterceptor(grpc.ServerInterceptor):
+    """Turns a `StashError` raised by a servicer into its status; anything else is logged as INTERNAL."""
+
+    def intercept_service(self, continuation: Any, handler_call_details: Any) -> Any:
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        if handler.unary_unary:
+            return handler._replace(unary_unary=_guard(handler.unary_unary, method))
+        if handler.unary_stream:
+            return handler._replace(unary_stream=_guard_stream(handler.unary_stream, method))
+        return handler
+
+
+def _guard(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
+    def guarded(request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return behaviour(request, context)
+        except StashError as error:
+            context.abort_with_status(rpc_status.to_status(to_status(error)))
+        except Exception:
+            log.exception("unhandled error", method=method)
+            raise
+
+    return guarded
+
+
+def _guard_stream(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
+    def guarded(request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            yield from behaviour(request, context)
+        except StashError as error:
+            context.abort_with_status(rpc_status.to_status(to_status(error)))
+        except Exception:
+            log.exception("unhandled error", method=method)
+            raise
+
+    return guarded
+
+
+@dataclass
+class RunningServer:
+    """A started gRPC server with its health service, bound to `port`."""
+
+    server: grpc.Server
+    health: health.HealthServicer
+    service_names: Sequence[str]
+    port: int
+
+    def stop(self, grace_s: float) -> None:
+        """Report NOT_SERVING, then let in-flight calls finish for up to `grace_s` seconds."""
+        self.health.enter_graceful_shutdown()
+        self.server.stop(grace_s).wait()
+
+
+def start(register: Registrar, host: str, port: int, max_workers: int = 16) -> RunningServer:
+    """Start a server with health checking and reflection; port 0 picks a free port."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers),
+        interceptors=[ErrorInterceptor()],
+        options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
+    )
+    service_names = list(register(server))
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        [*service_names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
+        server,
+    )
+    bound = server.add_insecure_port(f"{host}:{port}")
+    server.start()
+    for name in ["", *service_names]:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return RunningServer(server, health_servicer, service_names, bound)
+
+
+def serve(service: str, register: Registrar, host: str, port: int, grace_s: float = 10.0) -> None:
+    """Run a service's gRPC server until SIGTERM or SIGINT, then shut down gracefully."""
+    running = start(register, host, port)
+    log.info("serving", service=service, host=host, port=running.port, services=list(running.service_names))
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    stopping.wait()
+    log.info("stopping", service=service, grace_s=grace_s)
+    running.stop(grace_s)
+    log.info("stopped", service=service)

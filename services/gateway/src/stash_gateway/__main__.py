@@ -1,0 +1,3 @@
+from stash_gateway.main import main
+
+main()

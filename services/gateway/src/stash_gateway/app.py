@@ -1,0 +1,46 @@
+"""The gateway's FastAPI application: routes, authentication, errors, metrics."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import grpc
+from fastapi import FastAPI
+
+from stash_common.db import make_engine, make_sessions
+from stash_common.errors import StashError
+from stash_common.storage import LocalObjectStore, load_signing_key
+from stash_gateway.metrics import HttpMetrics
+from stash_gateway.peers import Peers
+from stash_gateway.routes import account, artifacts, health
+from stash_gateway.settings import GatewaySettings
+from stash_gateway.status import rpc_error_response, stash_error_response
+
+
+def create_app(settings: GatewaySettings) -> FastAPI:
+    """The REST API, wired to the gateway's database and to the services over gRPC."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(settings.database_url)
+        app.state.sessions = make_sessions(engine)
+        app.state.peers = Peers(settings)
+        yield
+        app.state.peers.close()
+        engine.dispose()
+
+    app = FastAPI(title="Stash RM", version="0.1.0", lifespan=lifespan, docs_url="/docs")
+    app.state.settings = settings
+    app.state.metrics = HttpMetrics()
+    app.middleware("http")(app.state.metrics.middleware)
+    app.add_exception_handler(StashError, stash_error_response)
+    app.add_exception_handler(grpc.RpcError, rpc_error_response)
+    app.include_router(health.router)
+    app.include_router(account.router)
+    if settings.s3_bucket is None:
+        # S3 presigns its own URLs; only local artifacts need the gateway to serve them.
+        signing_key = load_signing_key(settings.data_dir, settings.signing_key)
+        app.state.artifacts = LocalObjectStore(settings.data_dir / "artifacts", settings.base_url, signing_key)
+        app.include_router(artifacts.router)
+    return app

@@ -1,0 +1,30 @@
+"""gRPC channels from the gateway to the five services behind it."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+
+from stash_common.channels import check_health, open_channel
+from stash_common.settings import ServiceSettings
+
+PEER_NAMES: tuple[str, ...] = ("ingest", "labeler", "trainer", "scorer", "gepa")
+
+
+class Peers:
+    """One long-lived channel per service; stubs are made on them by the routes."""
+
+    def __init__(self, settings: ServiceSettings) -> None:
+        self.channels: dict[str, grpc.Channel] = {name: open_channel(settings.address_of(name)) for name in PEER_NAMES}
+
+    def health(self, timeout_s: float) -> dict[str, str]:
+        """Every service's health status name, checked concurrently."""
+        with ThreadPoolExecutor(max_workers=len(self.channels)) as pool:
+            statuses = pool.map(lambda channel: check_health(channel, timeout_s=timeout_s), self.channels.values())
+            return dict(zip(self.channels, statuses, strict=True))
+
+    def close(self) -> None:
+        """Close every channel."""
+        for channel in self.channels.values():
+            channel.close()

@@ -1,0 +1,3 @@
+from stash_gepa.main import main
+
+main()

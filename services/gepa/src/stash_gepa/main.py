@@ -1,0 +1,26 @@
+"""Entry point: load settings, register the GepaService, serve gRPC until SIGTERM."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import grpc
+
+from stash.rm.v1 import gepa_pb2, gepa_pb2_grpc
+from stash_common.logs import configure_logging
+from stash_common.server import serve
+from stash_common.settings import load
+from stash_gepa.settings import GepaSettings
+
+
+def register(server: grpc.Server) -> Sequence[str]:
+    """Add the gepa API to `server`; RPCs whose issue has not landed answer UNIMPLEMENTED."""
+    gepa_pb2_grpc.add_GepaServiceServicer_to_server(gepa_pb2_grpc.GepaServiceServicer(), server)
+    return [gepa_pb2.DESCRIPTOR.services_by_name["GepaService"].full_name]
+
+
+def main() -> None:
+    """Run the gepa service until SIGTERM or SIGINT."""
+    settings = load(GepaSettings)
+    configure_logging("gepa", settings.log_level)
+    serve("gepa", register, settings.host, settings.port)

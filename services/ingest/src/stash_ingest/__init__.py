@@ -1,0 +1,1 @@
+"""The ingest service: turns agent traces into canonical traces; owns traces, steps, spans, annotations."""

@@ -1,0 +1,3 @@
+from stash_ingest.main import main
+
+main()

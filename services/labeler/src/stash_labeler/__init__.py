@@ -1,0 +1,1 @@
+"""The labeler service: labels and scores every step, runs the trajectory PRM."""

@@ -1,0 +1,3 @@
+from stash_labeler.main import main
+
+main()

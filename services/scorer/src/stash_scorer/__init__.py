@@ -1,0 +1,1 @@
+"""The scorer service: scores every action of a trace with a trained reward model."""

@@ -1,0 +1,3 @@
+from stash_scorer.main import main
+
+main()

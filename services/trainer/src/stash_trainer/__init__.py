@@ -1,0 +1,1 @@
+"""The trainer service: builds preference pairs and trains reward models."""

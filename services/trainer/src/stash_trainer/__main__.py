@@ -1,0 +1,3 @@
+from stash_trainer.main import main
+
+main()

@@ -1,0 +1,87 @@
+"""The shared gRPC bootstrap on a real port: health, reflection, error statuses, graceful stop."""
+
+from collections.abc import Iterator, Sequence
+
+import grpc
+import pytest
+from fastapi import Request
+from google.rpc import error_details_pb2
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_status import rpc_status
+
+from stash_common.channels import check_health, open_channel
+from stash_common.errors import InvalidArgument, NotFound
+from stash_common.server import RunningServer, start
+from stash_gateway.status import rpc_error_response
+
+SERVICE = "stash.test.Probe"
+
+
+def _fail(request: bytes, _context: grpc.ServicerContext) -> bytes:
+    if request == b"missing":
+        raise NotFound("trace 42 does not exist")
+    raise InvalidArgument("steps[0].role", "must be one of system, user, assistant, tool")
+
+
+def _register(server: grpc.Server) -> Sequence[str]:
+    handler = grpc.unary_unary_rpc_method_handler(_fail)
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {"Fail": handler})])
+    return [SERVICE]
+
+
+@pytest.fixture
+def running() -> Iterator[RunningServer]:
+    server = start(_register, "127.0.0.1", 0)
+    yield server
+    server.stop(0)
+
+
+@pytest.fixture
+def channel(running: RunningServer) -> Iterator[grpc.Channel]:
+    channel = open_channel(f"127.0.0.1:{running.port}")
+    yield channel
+    channel.close()
+
+
+def test_health_reports_serving_for_server_and_service(channel: grpc.Channel) -> None:
+    assert check_health(channel) == "SERVING"
+    assert check_health(channel, SERVICE) == "SERVING"
+    assert check_health(channel, "stash.test.Unknown") == "SERVICE_UNKNOWN"
+
+
+def test_reflection_lists_the_registered_services(channel: grpc.Channel) -> None:
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    responses = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+    names = {service.name for service in next(responses).list_services_response.service}
+
+    assert {SERVICE, "grpc.health.v1.Health"} <= names
+
+
+def test_invalid_argument_becomes_status_with_field_violation(channel: grpc.Channel) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        channel.unary_unary(f"/{SERVICE}/Fail")(b"bad", timeout=5)
+
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    status = rpc_status.from_call(caught.value)
+    violation = error_details_pb2.BadRequest()
+    assert status.details[0].Unpack(violation)
+    assert violation.field_violations[0].field == "steps[0].role"
+
+
+def test_gateway_maps_statuses_to_http_with_the_reason(channel: grpc.Channel) -> None:
+    request = Request({"type": "http", "method": "GET", "path": "/", "headers": []})
+    for payload, expected_status, expected_detail in [
+        (b"bad", 422, "steps[0].role: must be one of"),
+        (b"missing", 404, "trace 42 does not exist"),
+    ]:
+        with pytest.raises(grpc.RpcError) as caught:
+            channel.unary_unary(f"/{SERVICE}/Fail")(payload, timeout=5)
+        response = rpc_error_response(request, caught.value)
+        assert response.status_code == expected_status
+        assert expected_detail in response.body.decode()
+
+
+def test_stop_reports_not_serving_before_closing(running: RunningServer, channel: grpc.Channel) -> None:
+    running.health.enter_graceful_shutdown()
+
+    assert check_health(channel) == "NOT_SERVING"

@@ -1,0 +1,1 @@
+"""Helpers the tests share: free ports, waiting for servers, launching service processes."""

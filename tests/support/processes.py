@@ -1,0 +1,82 @@
+"""Launching real service processes for tests, on free ports, in a private data directory."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from stash_common.channels import check_health, open_channel
+
+GRPC_SERVICES = ("ingest", "labeler", "trainer", "scorer", "gepa")
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_http(url: str, timeout_s: float = 30.0) -> None:
+    """Poll `url` until it answers at all, or fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url, timeout=1.0)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise TimeoutError(f"{url} did not answer within {timeout_s}s")
+
+
+def wait_for_health(address: str, expected: str = "SERVING", timeout_s: float = 30.0) -> None:
+    """Poll a gRPC server's health until it reports `expected`."""
+    channel = open_channel(address)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while (state := check_health(channel, timeout_s=1.0)) != expected:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{address} is {state}, not {expected}, after {timeout_s}s")
+            time.sleep(0.1)
+    finally:
+        channel.close()
+
+
+def stack_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    """An environment for a whole local stack on free ports, in `data_dir`."""
+    env = {**os.environ, "STASH_DATA_DIR": str(data_dir), "STASH_GATEWAY_PORT": str(free_port()), **extra}
+    for name in GRPC_SERVICES:
+        port = free_port()
+        env[f"STASH_{name.upper()}_PORT"] = str(port)
+        env[f"STASH_{name.upper()}_ADDRESS"] = f"127.0.0.1:{port}"
+    return env
+
+
+def start_service(name: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """`python -m stash_<name>` as its own process with `env` added to ours, output captured."""
+    return subprocess.Popen(
+        [sys.executable, "-m", f"stash_{name}"],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def stash_rm(
+    *args: str, env: dict[str, str] | None = None, timeout_s: float = 60.0
+) -> subprocess.CompletedProcess[str]:
+    """Run the `stash-rm` command line to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "stash_cli", *args],
+        env=env or dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
