@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 import redis
+from fakes.llm_server import FakeLLM
 
 from support.processes import free_port, wait_for_http
 
@@ -23,16 +24,35 @@ POSTGRES_ADMIN_URL = os.environ.get("STASH_TEST_POSTGRES_URL", "postgresql://pos
 REDIS_TEST_URL = os.environ.get("STASH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+def create_database() -> str:
+    """A new, empty PostgreSQL database; returns its URL."""
     name = f"stash_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
-    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
-    yield f"{base}/{name}"
+    return f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+
+
+def drop_database(url: str) -> None:
+    """Drop a database made by `create_database`, closing whatever still connects to it."""
+    name = url.rsplit("/", 1)[1]
     with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+    url = create_database()
+    yield url
+    drop_database(url)
+
+
+@pytest.fixture(scope="module")
+def module_postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database shared by the tests of one module (a running stack's)."""
+    url = create_database()
+    yield url
+    drop_database(url)
 
 
 @pytest.fixture
@@ -76,3 +96,11 @@ def s3_bucket(s3_endpoint_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     name = f"stash-test-{uuid.uuid4().hex[:12]}"
     boto3.client("s3", endpoint_url=s3_endpoint_url, region_name="us-east-1").create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLM]:
+    """A local server speaking the Anthropic and OpenAI wire formats, for the real clients."""
+    server = FakeLLM().start()
+    yield server
+    server.stop()

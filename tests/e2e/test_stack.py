@@ -2,8 +2,6 @@
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,56 +10,16 @@ import httpx
 import pytest
 
 from stash_common.storage import LocalObjectStore, load_signing_key
-from support.processes import stack_env, stash_rm
+from support.processes import stash_rm
+from support.stack import RunningStack, running_stack
 
 SERVICES = ("ingest", "labeler", "trainer", "scorer", "gepa", "gateway")
 
 
-class RunningStack:
-    """A `stash-rm up` process and what it was started with."""
-
-    def __init__(self, data_dir: Path, env: dict[str, str], process: subprocess.Popen[str]) -> None:
-        self.data_dir = data_dir
-        self.env = env
-        self.process = process
-        self.gateway_url = f"http://127.0.0.1:{env['STASH_GATEWAY_PORT']}"
-
-    def pid(self, service: str) -> int:
-        return int((self.data_dir / "run" / f"{service}.pid").read_text())
-
-
-def _read_until(process: subprocess.Popen[str], marker: str, timeout_s: float = 90.0) -> str:
-    seen: list[str] = []
-    deadline = time.monotonic() + timeout_s
-    assert process.stdout is not None
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line and process.poll() is not None:
-            break
-        seen.append(line)
-        if marker in line:
-            return "".join(seen)
-    raise AssertionError(f"{marker!r} never printed; output so far:\n{''.join(seen)}")
-
-
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[RunningStack]:
-    env = stack_env(tmp_path, COLUMNS="200")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "stash_cli", "up"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    running = RunningStack(tmp_path, env, process)
-    try:
-        _read_until(process, "Gateway:")
+    with running_stack(tmp_path) as running:
         yield running
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            process.communicate(timeout=60)
 
 
 def test_up_brings_every_service_to_serving_and_healthz_200(stack: RunningStack) -> None:

@@ -8,10 +8,14 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
 from stash_common.db import downgrade, make_engine, normalise_url, upgrade
-from stash_gateway.store import MIGRATIONS_DIR, Base
+from stash_gateway import store as gateway_store
+from stash_ingest import store as ingest_store
 
 # Every service with tables: (service, migrations directory, declarative base).
-OWNERS = [("gateway", MIGRATIONS_DIR, Base)]
+OWNERS = [
+    ("gateway", gateway_store.MIGRATIONS_DIR, gateway_store.Base),
+    ("ingest", ingest_store.MIGRATIONS_DIR, ingest_store.Base),
+]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -50,8 +54,8 @@ def test_downgrade_removes_every_table(service: str, migrations: Path, base, dat
 def test_upgrade_twice_is_harmless(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'twice.db'}"
 
-    upgrade("gateway", MIGRATIONS_DIR, url)
-    upgrade("gateway", MIGRATIONS_DIR, url)
+    upgrade("gateway", gateway_store.MIGRATIONS_DIR, url)
+    upgrade("gateway", gateway_store.MIGRATIONS_DIR, url)
 
 
 def test_plain_postgresql_urls_use_psycopg3() -> None:

@@ -11,10 +11,13 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
-from stash_cli.accounts import create_key_for, create_user_with_key
+from stash_cli.accounts import create_key_for, create_user_with_key, switch_reward_models
+from stash_cli.client import ApiError, ClientSettings, GatewayClient
 from stash_cli.demo import run_demo
+from stash_cli.sessions import CLAUDE_CODE_DIR, CODEX_DIR, find_sessions
 from stash_cli.stack import GRPC_SERVICES, Layout, Stack, StackError, gateway_health, grpc_health, read_layout
 from stash_common.errors import ConfigError, StashError
 from stash_common.settings import SERVICE_NAMES
@@ -24,9 +27,14 @@ users_app = typer.Typer(help="Manage users.", no_args_is_help=True)
 keys_app = typer.Typer(help="Manage API keys.", no_args_is_help=True)
 app.add_typer(users_app, name="users")
 app.add_typer(keys_app, name="keys")
+sessions_app = typer.Typer(help="Upload local agent sessions (Claude Code, Codex).", no_args_is_help=True)
+app.add_typer(sessions_app, name="sessions")
 console = Console(soft_wrap=True)
 errors = Console(stderr=True, soft_wrap=True)
 
+_client_defaults = ClientSettings()
+Url = Annotated[str, typer.Option("--url", help="The gateway's base URL (STASH_URL).")]
+Key = Annotated[str | None, typer.Option("--key", help="An API key (STASH_API_KEY).", show_default=False)]
 DataDir = Annotated[
     Path | None, typer.Option("--data-dir", help="Directory for the embedded profile's files (STASH_DATA_DIR).")
 ]
@@ -140,6 +148,27 @@ def users_create(name: str, data_dir: DataDir = None) -> None:
     console.print(f"API key (full access, shown once): [bold]{secret}[/bold]")
 
 
+@users_app.command("disable")
+def users_disable(user: Annotated[str, typer.Argument(help="User name or id.")], data_dir: DataDir = None) -> None:
+    """Switch the reward-model API off for a user (their data stays; their keys get 403)."""
+    _switch(user, False, data_dir)
+
+
+@users_app.command("enable")
+def users_enable(user: Annotated[str, typer.Argument(help="User name or id.")], data_dir: DataDir = None) -> None:
+    """Switch the reward-model API back on for a user."""
+    _switch(user, True, data_dir)
+
+
+def _switch(user: str, enabled: bool, data_dir: Path | None) -> None:
+    _use_data_dir(data_dir)
+    try:
+        found = switch_reward_models(user, enabled)
+    except (StashError, ConfigError) as error:
+        raise _fail(str(error)) from None
+    console.print(f"reward models {'enabled' if enabled else 'disabled'} for {found.name} ({found.id})")
+
+
 @keys_app.command("create")
 def keys_create(
     user: Annotated[str, typer.Argument(help="User name or id.")],
@@ -167,3 +196,55 @@ def demo(data_dir: DataDir = None) -> None:
     finally:
         stack.stop()
     console.print("[green]Done.[/green]")
+
+
+@app.command("import")
+def import_files(
+    files: Annotated[list[Path], typer.Argument(help="Trace files to import.", exists=True, dir_okay=False)],
+    format_name: Annotated[str, typer.Option("--format", help="A format name from GET /formats, or auto.")] = "auto",
+    source_id: Annotated[str | None, typer.Option("--source-id", help="Source id for every trace.")] = None,
+    url: Url = _client_defaults.url,
+    key: Key = _client_defaults.api_key,
+) -> None:
+    """Import trace files through the gateway, one request per file (each all or nothing)."""
+    failures = _upload([(path, format_name) for path in files], url, key, source_id)
+    if failures:
+        raise typer.Exit(code=1)
+
+
+@sessions_app.command("import")
+def sessions_import(
+    claude_dir: Annotated[Path, typer.Option(help="Claude Code projects directory.")] = CLAUDE_CODE_DIR,
+    codex_dir: Annotated[Path, typer.Option(help="Codex sessions directory.")] = CODEX_DIR,
+    url: Url = _client_defaults.url,
+    key: Key = _client_defaults.api_key,
+) -> None:
+    """Upload every local Claude Code and Codex session; a longer snapshot of a session appends to it."""
+    sessions = find_sessions(claude_dir, codex_dir)
+    if not sessions:
+        console.print(f"No sessions found under {claude_dir} or {codex_dir}.")
+        return
+    if _upload([(session.path, session.format) for session in sessions], url, key, None):
+        raise typer.Exit(code=1)
+
+
+def _upload(items: list[tuple[Path, str]], url: str, key: str | None, source_id: str | None) -> int:
+    """Upload each file with a progress bar; returns how many failed (each failure is printed)."""
+    try:
+        client = GatewayClient(url, key)
+    except ConfigError as error:
+        raise _fail(str(error)) from None
+    failures = imported = 0
+    with Progress(console=console) as progress:
+        task = progress.add_task("Importing", total=len(items))
+        for path, format_name in items:
+            try:
+                result = client.import_traces(path.read_text(encoding="utf-8"), format_name, source_id)
+                imported += result["imported"]
+            except (ApiError, UnicodeDecodeError) as error:
+                failures += 1
+                errors.print(f"[red]{path}[/red]: {error}")
+            progress.advance(task)
+    client.close()
+    console.print(f"Imported {imported} trace(s) from {len(items) - failures} of {len(items)} file(s).")
+    return failures

@@ -43,6 +43,7 @@ class Principal:
     user_name: str
     key_id: str
     read_only: bool
+    reward_models_enabled: bool = True
 
 
 def new_secret() -> str:

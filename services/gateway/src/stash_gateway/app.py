@@ -13,7 +13,7 @@ from stash_common.errors import StashError
 from stash_common.storage import LocalObjectStore, load_signing_key
 from stash_gateway.metrics import HttpMetrics
 from stash_gateway.peers import Peers
-from stash_gateway.routes import account, artifacts, health
+from stash_gateway.routes import account, annotations, artifacts, exports, health, sources, traces
 from stash_gateway.settings import GatewaySettings
 from stash_gateway.status import rpc_error_response, stash_error_response
 
@@ -37,7 +37,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.add_exception_handler(StashError, stash_error_response)
     app.add_exception_handler(grpc.RpcError, rpc_error_response)
     app.include_router(health.router)
-    app.include_router(account.router)
+    for module in (account, traces, annotations, exports, sources):
+        app.include_router(module.router)
     if settings.s3_bucket is None:
         # S3 presigns its own URLs; only local artifacts need the gateway to serve them.
         signing_key = load_signing_key(settings.data_dir, settings.signing_key)

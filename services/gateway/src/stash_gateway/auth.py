@@ -25,6 +25,8 @@ def authenticate(
         principal = find_principal(session, credentials.credentials)
     if principal is None:
         raise Unauthenticated("invalid or revoked API key")
+    if not principal.reward_models_enabled:
+        raise PermissionDenied("reward models are disabled for this account; ask an operator to enable them")
     return principal
 
 

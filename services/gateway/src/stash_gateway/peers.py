@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
+from stash.rm.v1 import ingest_pb2_grpc
 from stash_common.channels import check_health, open_channel
 from stash_common.settings import ServiceSettings
 
@@ -17,6 +18,11 @@ class Peers:
 
     def __init__(self, settings: ServiceSettings) -> None:
         self.channels: dict[str, grpc.Channel] = {name: open_channel(settings.address_of(name)) for name in PEER_NAMES}
+
+    @property
+    def ingest(self) -> ingest_pb2_grpc.IngestServiceStub:
+        """A stub for the ingest service."""
+        return ingest_pb2_grpc.IngestServiceStub(self.channels["ingest"])
 
     def health(self, timeout_s: float) -> dict[str, str]:
         """Every service's health status name, checked concurrently."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pydantic import Field
+
 from stash_common.settings import DEFAULT_GATEWAY_PORT, ServiceSettings, cluster_required, service_config, shared
 
 
@@ -24,6 +26,7 @@ class GatewaySettings(ServiceSettings):
         "STASH_SIGNING_KEY", None, "secret that signs local download URLs (embedded: generated in the data dir)"
     )
     s3_bucket: str | None = shared("STASH_S3_BUCKET", None, "S3 bucket for artifacts; unset: the local data dir")
+    max_body_bytes: int = Field(50 * 1024 * 1024, description="largest request body accepted (413 above)")
     health_timeout_s: float = 2.0
 
     @property

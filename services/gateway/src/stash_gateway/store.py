@@ -110,7 +110,22 @@ def find_principal(session: Session, secret: str) -> Principal | None:
     if found is None:
         return None
     key, user = found
-    return Principal(user_id=user.id, user_name=user.name, key_id=key.id, read_only=key.read_only)
+    return Principal(
+        user_id=user.id,
+        user_name=user.name,
+        key_id=key.id,
+        read_only=key.read_only,
+        reward_models_enabled=user.reward_models_enabled,
+    )
+
+
+def set_reward_models_enabled(session: Session, name_or_id: str, enabled: bool) -> User:
+    """Switch the reward-model API on or off for one user; their data stays."""
+    user = find_user(session, name_or_id)
+    row = session.get(UserRow, user.id)
+    assert row is not None
+    row.reward_models_enabled = enabled
+    return user
 
 
 def _user(row: UserRow) -> User:

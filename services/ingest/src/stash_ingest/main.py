@@ -1,4 +1,4 @@
-"""Entry point: load settings, register the IngestService, serve gRPC until SIGTERM."""
+"""Entry point: load settings, migrate ingest's tables, serve the IngestService until SIGTERM."""
 
 from __future__ import annotations
 
@@ -7,20 +7,33 @@ from collections.abc import Sequence
 import grpc
 
 from stash.rm.v1 import ingest_pb2, ingest_pb2_grpc
+from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
+from stash_ingest.api import IngestServicer
+from stash_ingest.imports import Titler
 from stash_ingest.settings import IngestSettings
+from stash_ingest.store import MIGRATIONS_DIR
+from stash_ingest.titles import ModelTitles, derive_title
 
 
-def register(server: grpc.Server) -> Sequence[str]:
-    """Add the ingest API to `server`; RPCs whose issue has not landed answer UNIMPLEMENTED."""
-    ingest_pb2_grpc.add_IngestServiceServicer_to_server(ingest_pb2_grpc.IngestServiceServicer(), server)
-    return [ingest_pb2.DESCRIPTOR.services_by_name["IngestService"].full_name]
+def make_titler(settings: IngestSettings) -> Titler:
+    """The fast model when an Anthropic key is configured; titles from the first request otherwise."""
+    if settings.anthropic_api_key:
+        return ModelTitles(settings.anthropic_api_key, settings.fast_model, settings.anthropic_base_url)
+    return derive_title
 
 
 def main() -> None:
     """Run the ingest service until SIGTERM or SIGINT."""
     settings = load(IngestSettings)
     configure_logging("ingest", settings.log_level)
+    upgrade("ingest", MIGRATIONS_DIR, settings.database_url)
+    servicer = IngestServicer(make_sessions(make_engine(settings.database_url)), make_titler(settings))
+
+    def register(server: grpc.Server) -> Sequence[str]:
+        ingest_pb2_grpc.add_IngestServiceServicer_to_server(servicer, server)
+        return [ingest_pb2.DESCRIPTOR.services_by_name["IngestService"].full_name]
+
     serve("ingest", register, settings.host, settings.port)

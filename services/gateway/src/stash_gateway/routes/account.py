@@ -23,6 +23,7 @@ class Me(BaseModel):
     user_name: str
     key_id: str
     read_only: bool
+    reward_models_enabled: bool
 
 
 class KeyOut(BaseModel):

@@ -1,0 +1,128 @@
+"""/formats and /traces: import, list, read and delete traces."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Annotated, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from fastapi import APIRouter, Depends, Query, Request, Response, status
+from google.protobuf import timestamp_pb2
+from pydantic import BaseModel, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from stash.rm.v1 import common_pb2, ingest_pb2
+from stash_common.errors import InvalidArgument, ResourceExhausted
+from stash_gateway.auth import Reader, Writer
+from stash_gateway.rendering import summary_json, trace_detail_json
+from stash_gateway.routes import API_PREFIX
+
+router = APIRouter(prefix=API_PREFIX, tags=["traces"])
+IMPORT_DEADLINE_S = 600
+
+
+class ImportBody(BaseModel):
+    """`{format, data, source_id?}`: a payload in one format (or `auto`) as text."""
+
+    format: str = Field("auto", description="a format name from GET /formats, or auto")
+    data: str = Field(description="the payload: JSONL or JSON text")
+    source_id: str | None = Field(None, min_length=1, max_length=200, description="overrides recorded source ids")
+
+
+async def limited_body(request: Request) -> bytes:
+    """The request body, refused with 413 as soon as it exceeds the configured limit."""
+    limit = request.app.state.settings.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ResourceExhausted(f"request body of {declared} bytes exceeds the {limit}-byte limit")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ResourceExhausted(f"request body exceeds the {limit}-byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@router.get("/formats", summary="The importable trace formats")
+def list_formats(request: Request, principal: Reader) -> list[dict[str, str]]:
+    """`[{name, description}]` for every format `POST /traces/import` accepts (plus `auto`)."""
+    response = request.app.state.peers.ingest.ListFormats(ingest_pb2.ListFormatsRequest(), timeout=10)
+    return [{"name": item.name, "description": item.description} for item in response.formats]
+
+
+@router.post(
+    "/traces/import",
+    summary="Import traces (all or nothing)",
+    openapi_extra={
+        "requestBody": {"content": {"application/json": {"schema": ImportBody.model_json_schema()}}, "required": True}
+    },
+)
+async def import_traces(request: Request, principal: Writer, body: Annotated[bytes, Depends(limited_body)]) -> dict:
+    """Import every trace of the payload, or none: one bad trace fails the request with 422 naming it."""
+    try:
+        parsed = ImportBody.model_validate_json(body)
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise InvalidArgument(".".join(str(part) for part in first["loc"]) or "body", first["msg"]) from None
+    message = ingest_pb2.ImportTracesRequest(
+        owner_id=principal.user_id, format=parsed.format, data=parsed.data.encode(), source_id=parsed.source_id
+    )
+    stub = request.app.state.peers.ingest
+    response = await run_in_threadpool(stub.ImportTraces, message, timeout=IMPORT_DEADLINE_S)
+    return {"format": response.format, "imported": response.imported, "trace_ids": list(response.trace_ids)}
+
+
+@router.get("/traces", summary="The caller's traces, newest import first")
+def list_traces(
+    request: Request,
+    principal: Reader,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    source_id: str | None = None,
+    imported_from: Annotated[date | None, Query(description="first import date, inclusive")] = None,
+    imported_to: Annotated[date | None, Query(description="last import date, inclusive")] = None,
+    tz: Annotated[str, Query(description="IANA time zone of the import dates")] = "UTC",
+) -> dict[str, Any]:
+    """`{traces: [TraceSummary], total}`; import dates are local calendar days in `tz`."""
+    after, before = _import_window(imported_from, imported_to, tz)
+    message = ingest_pb2.ListTracesRequest(
+        owner_id=principal.user_id,
+        page=common_pb2.PageRequest(limit=limit, offset=offset),
+        source_id=source_id,
+        created_after=after,
+        created_before=before,
+    )
+    response = request.app.state.peers.ingest.ListTraces(message, timeout=30)
+    return {"traces": [summary_json(item) for item in response.traces], "total": response.page_info.total}
+
+
+def _import_window(first: date | None, last: date | None, tz: str) -> tuple[Any, Any]:
+    try:
+        zone = ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InvalidArgument("tz", f"unknown time zone {tz!r}; use an IANA name such as Europe/Berlin") from None
+    after = _timestamp(datetime.combine(first, datetime.min.time(), zone)) if first else None
+    before = _timestamp(datetime.combine(last + timedelta(days=1), datetime.min.time(), zone)) if last else None
+    return after, before
+
+
+def _timestamp(moment: datetime) -> timestamp_pb2.Timestamp:
+    message = timestamp_pb2.Timestamp()
+    message.FromDatetime(moment.astimezone(UTC))
+    return message
+
+
+@router.get("/traces/{trace_id}", summary="One trace with steps, spans and annotations")
+def get_trace(request: Request, trace_id: str, principal: Reader) -> dict[str, Any]:
+    """`TraceDetail`; another owner's trace is 404."""
+    message = ingest_pb2.GetTraceRequest(owner_id=principal.user_id, trace_id=trace_id)
+    return trace_detail_json(request.app.state.peers.ingest.GetTrace(message, timeout=30))
+
+
+@router.delete("/traces/{trace_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a trace")
+def delete_trace(request: Request, trace_id: str, principal: Writer) -> Response:
+    """Delete the trace with its steps, spans and annotations."""
+    message = ingest_pb2.DeleteTraceRequest(owner_id=principal.user_id, trace_id=trace_id)
+    request.app.state.peers.ingest.DeleteTrace(message, timeout=30)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,613 @@
+"""LangSmith runs: run export JSONL and `{"post": [...], "patch": [...]}` batch files, one trace per trace_id.
+
+Runs may arrive as a create and later updates with the same id (a patch may lack the trace id,
+the run type, even the id, which then comes from `dotted_order`); they are merged first, later
+non-null fields winning. `dotted_order` (`<time>Z<run id>` segments joined by ".") is the real
+tree: exports often have no `parent_run_id`.
+
+Steps come from `llm` runs in start order, prefix-merged: each call adds the input messages beyond
+the longest history already seen (an earlier call's input plus output), then its output. Inputs
+are LangChain serialized messages (`{"lc": 1, "type": "constructor", ...}`, one list per prompt),
+LangChain message dicts, or the raw provider request of `wrap_openai`/`wrap_anthropic`; outputs
+are `generations` or the raw provider response. A `tool` run only adds a result that no later LLM
+input carries. Every run with a start time becomes a span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from stash_common.errors import InvalidArgument
+from stash_ingest.adapters.reading import as_object, decode_nested, read_records, to_json_text
+from stash_ingest.traces import Span, Step, Trace, validate_trace
+
+_ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "tool": "tool",
+    "function": "tool",
+}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EXPECTED = (
+    'expected LangSmith runs (id, trace_id, run_type, inputs, outputs) or a {"post": [...], "patch": [...]} batch'
+)
+
+Run = dict[str, Any]
+
+
+def parse_langsmith(raw: bytes) -> list[Trace]:
+    """Parse LangSmith runs (JSONL, a JSON array, or post/patch batches) into one validated trace per trace_id."""
+    records = read_records(raw)
+    if not records:
+        raise InvalidArgument("payload", f"is empty; {_EXPECTED}")
+    runs, wheres = _merge_runs(run for where, value in records for run in _expand(value, where))
+    traces: dict[str, list[Run]] = {}
+    for run in runs:
+        traces.setdefault(_trace_id(run), []).append(run)
+    return [_read_trace(trace_id, members, wheres[members[0]["id"]]) for trace_id, members in traces.items()]
+
+
+def looks_like_langsmith(value: Any) -> bool:
+    """True for a run (`run_type` or `dotted_order`) or a `{post, patch}` batch."""
+    if not isinstance(value, dict):
+        return False
+    batch = isinstance(value.get("post"), list) or isinstance(value.get("patch"), list)
+    return "run_type" in value or isinstance(value.get("dotted_order"), str) or batch
+
+
+def _expand(value: Any, where: str) -> list[tuple[str, Run]]:
+    """The runs of one record: a batch's posts then patches, a run and its nested `child_runs`."""
+    if isinstance(value, dict) and "run_type" not in value and ("post" in value or "patch" in value):
+        return [
+            entry
+            for key in ("post", "patch")
+            for index, run in enumerate(value[key] if isinstance(value.get(key), list) else [])
+            for entry in _expand(run, f"{where}: {key}[{index}]")
+        ]
+    if not isinstance(value, dict) or _run_id(value) is None:
+        raise InvalidArgument(f"{where}: id", _EXPECTED)
+    children = value.get("child_runs") if isinstance(value.get("child_runs"), list) else []
+    nested = [
+        entry for index, child in enumerate(children) for entry in _expand(child, f"{where}: child_runs[{index}]")
+    ]
+    return [(where, value), *nested]
+
+
+def _merge_runs(entries: Iterable[tuple[str, Run]]) -> tuple[list[Run], dict[str, str]]:
+    """Runs merged by id in first-seen order (later non-null fields win), and where each was first seen."""
+    runs: dict[str, Run] = {}
+    wheres: dict[str, str] = {}
+    for where, run in entries:
+        run_id = _run_id(run)
+        merged = runs.setdefault(run_id, {})
+        merged.update({key: value for key, value in run.items() if value is not None and key != "child_runs"})
+        merged["id"] = run_id
+        wheres.setdefault(run_id, where)
+    return list(runs.values()), wheres
+
+
+def _read_trace(trace_id: str, runs: list[Run], where: str) -> Trace:
+    timeline = sorted(runs, key=_start_order)
+    steps, contributed = _walk(timeline)
+    if not steps:
+        raise InvalidArgument(
+            f"{where}: run_type", f"trace {trace_id} has no `llm` run with usable input or output messages"
+        )
+    trace = Trace(
+        steps=tuple(steps),
+        external_id=trace_id,
+        metadata=_trace_metadata(trace_id, timeline),
+        spans=_spans(timeline, contributed),
+    )
+    validate_trace(trace, f"{where} (trace {trace_id})")
+    return trace
+
+
+def _start_order(run: Run) -> tuple[bool, int, str]:
+    start = _ns(run.get("start_time"))
+    return start is None, start or 0, str(run.get("dotted_order") or "")
+
+
+# --- the run tree ------------------------------------------------------------------------------
+
+
+def _segments(run: Run) -> list[str]:
+    """Run ids along `dotted_order`, root first (each segment is `<YYYYMMDDTHHMMSSffffff>Z<run id>`)."""
+    dotted = run.get("dotted_order")
+    return [segment.partition("Z")[2] for segment in dotted.split(".")] if isinstance(dotted, str) else []
+
+
+def _run_id(run: Run) -> str | None:
+    segments = _segments(run)
+    return _text(run.get("id")) or (_text(segments[-1]) if segments else None)
+
+
+def _trace_id(run: Run) -> str:
+    segments = _segments(run)
+    return _text(run.get("trace_id")) or (_text(segments[0]) if segments else None) or run["id"]
+
+
+def _parent_id(run: Run) -> str | None:
+    segments = _segments(run)
+    return _text(run.get("parent_run_id")) or (_text(segments[-2]) if len(segments) > 1 else None)
+
+
+# --- the conversation --------------------------------------------------------------------------
+
+
+class _History:
+    """The merged conversation, plus a trie of every call's messages to find what a call repeats."""
+
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+        self._trie: dict[tuple[int, tuple[Any, ...]], int] = {}
+
+    def add_call(self, inputs: list[Step], outputs: list[Step]) -> tuple[int, ...]:
+        """Append the input beyond the longest known history, then the output; the new step indices."""
+        known = self._known(inputs)
+        node = 0
+        for step in [*inputs, *outputs]:
+            node = self._trie.setdefault((node, _key(step)), len(self._trie) + 1)
+        return self.add_steps([*inputs[known:], *outputs])
+
+    def add_steps(self, steps: list[Step]) -> tuple[int, ...]:
+        """Append steps as they are; the new step indices."""
+        start = len(self.steps)
+        self.steps.extend(steps)
+        return tuple(range(start, len(self.steps)))
+
+    def _known(self, steps: list[Step]) -> int:
+        node = 0
+        for depth, step in enumerate(steps):
+            child = self._trie.get((node, _key(step)))
+            if child is None:
+                return depth
+            node = child
+        return len(steps)
+
+
+def _key(step: Step) -> tuple[Any, ...]:
+    # Timestamps differ between the call that produced a message and the calls that resend it,
+    # and a resent tool result may lack the tool name, so neither takes part in the comparison.
+    tool_input = None if step.tool_input is None else to_json_text(step.tool_input)
+    tool_name = step.tool_name if step.role == "assistant" else None
+    return step.role, step.content.strip(), tool_name, step.tool_call_id, tool_input
+
+
+def _walk(timeline: list[Run]) -> tuple[list[Step], dict[int, tuple[int, ...]]]:
+    """The merged steps, and for each run (by position) the steps it contributed."""
+    calls = {index: _call_steps(run) for index, run in enumerate(timeline) if run.get("run_type") == "llm"}
+    answered = {step.tool_call_id for pair in calls.values() for step in (*pair[0], *pair[1]) if step.role == "tool"}
+    history = _History()
+    contributed: dict[int, tuple[int, ...]] = {}
+    for index, run in enumerate(timeline):
+        if index in calls:
+            contributed[index] = history.add_call(*calls[index])
+        elif run.get("run_type") == "tool":
+            result = _tool_run_result(run, history.steps, answered)
+            if result is not None:
+                answered.add(result.tool_call_id)
+                contributed[index] = history.add_steps([result])
+    return _name_tool_results(history.steps), contributed
+
+
+def _call_steps(run: Run) -> tuple[list[Step], list[Step]]:
+    """An llm run's prompt and answer as steps, stamped with the run's start and end."""
+    inputs = decode_nested(run.get("inputs"))
+    prompt: list[Step] = []
+    if isinstance(inputs, dict):
+        system = inputs.get("system", inputs.get("instructions"))
+        prompt = _steps({"role": "system", "content": system}) if system else []
+        prompt += _steps(_prompt_messages(inputs), "user")
+    outputs = _steps(_answer(decode_nested(run.get("outputs"))), "assistant")
+    return _stamp(prompt, run.get("start_time")), _stamp(outputs, run.get("end_time") or run.get("start_time"))
+
+
+def _prompt_messages(inputs: dict[str, Any]) -> Any:
+    """The messages of one prompt: LangChain logs a list of message lists, one per batched prompt."""
+    messages = inputs.get("messages", inputs.get("input"))
+    if isinstance(messages, list) and messages and isinstance(messages[0], list) and not _is_pair(messages[0]):
+        return messages[0]
+    if messages is None and isinstance(inputs.get("prompts"), list):
+        return inputs["prompts"][:1]
+    return messages
+
+
+def _answer(outputs: Any) -> Any:
+    """The answer inside an llm run's outputs: the first generation, choice or Responses output."""
+    if not isinstance(outputs, dict) or "role" in outputs or outputs.get("type") == "message":
+        return outputs
+    generations = outputs.get("generations")
+    if isinstance(generations, list) and generations:
+        first = generations[0][0] if isinstance(generations[0], list) and generations[0] else generations[0]
+        return first.get("message", first.get("text")) if isinstance(first, dict) else None
+    choices = outputs.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        return choices[0].get("message", choices[0].get("text"))
+    return outputs.get("output", outputs.get("messages"))
+
+
+def _tool_run_result(run: Run, steps: list[Step], answered: set[str | None]) -> Step | None:
+    """A tool step from a `tool` run, when it runs a call that no LLM input answers."""
+    outputs = run.get("outputs") if isinstance(run.get("outputs"), dict) else {}
+    output = decode_nested(outputs.get("output", outputs or None))
+    message = _plain(output) if isinstance(output, dict) else None
+    call_id = _text(message.get("tool_call_id")) if message else None
+    name = _text(run.get("name"))
+    pending = [
+        step
+        for step in steps
+        if step.role == "assistant" and step.tool_call_id and step.tool_call_id not in answered
+        if (step.tool_call_id == call_id if call_id else step.tool_name == name)
+    ]
+    inputs = run.get("inputs") if isinstance(run.get("inputs"), dict) else {}
+    call = _pick_call(pending, decode_nested(inputs.get("input", inputs)))
+    if call is None:
+        return None
+    content = message.get("content") if message else (output if output is not None else run.get("error"))
+    is_error = bool(run.get("error")) or (message is not None and message.get("status") == "error")
+    result = _result(call.tool_call_id, call.tool_name, content, is_error)
+    return _stamp([result], run.get("end_time") or run.get("start_time"))[0]
+
+
+def _pick_call(pending: list[Step], tool_input: Any) -> Step | None:
+    matching = [step for step in pending if tool_input in (step.tool_input, {"input": step.tool_input})]
+    if matching:
+        return matching[0]
+    return pending[0] if len(pending) == 1 else None
+
+
+def _name_tool_results(steps: list[Step]) -> list[Step]:
+    names = {step.tool_call_id: step.tool_name for step in steps if step.role == "assistant" and step.tool_name}
+    return [
+        replace(step, tool_name=names[step.tool_call_id])
+        if step.role == "tool" and step.tool_name is None and step.tool_call_id in names
+        else step
+        for step in steps
+    ]
+
+
+# --- messages ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Parts:
+    """One message's content, sorted by what becomes of it."""
+
+    texts: list[str] = field(default_factory=list)
+    calls: list[Step] = field(default_factory=list)
+    results: list[Step] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+
+
+def _steps(value: Any, role: str = "user") -> list[Step]:
+    """Steps from one message or a list of them; `role` is for bare strings. Unusable items are skipped."""
+    steps: list[Step] = []
+    reasoning: list[str] = []
+    for item in value if isinstance(value, list) and not _is_pair(value) else [value]:
+        produced, thoughts = _item_steps(decode_nested(item), role)
+        reasoning.extend(thoughts)
+        if produced and reasoning:
+            produced[0] = replace(produced[0], metadata={**produced[0].metadata, "reasoning": "\n".join(reasoning)})
+            reasoning = []
+        steps.extend(produced)
+    return steps
+
+
+def _item_steps(item: Any, role: str) -> tuple[list[Step], list[str]]:
+    """The steps of one message or Responses-API item, and reasoning text for the first step made."""
+    if isinstance(item, str):
+        return ([Step(role, item)] if item.strip() else []), []
+    message = _plain(item) if isinstance(item, dict) or _is_pair(item) else None
+    if message is None:
+        return [], []
+    kind = message.get("type")
+    if kind == "function_call":
+        return _maybe(_call(message.get("call_id"), message.get("name"), message.get("arguments"))), []
+    if kind == "function_call_output":
+        return [_result(message.get("call_id"), None, message.get("output"), False)], []
+    if kind == "reasoning" and "role" not in message:
+        return [], _texts(message.get("summary"))
+    return _message_steps(message)
+
+
+def _plain(item: Any) -> dict[str, Any] | None:
+    """A message as {role, content, ...}: LangChain serialized, `messages_to_dict`, tuple and type-keyed forms."""
+    if _is_pair(item):
+        return {"role": item[0], "content": item[1]}
+    if isinstance(item.get("kwargs"), dict) and item.get("lc") == 1:
+        kwargs = item["kwargs"]
+        return {**kwargs, "role": _lc_role(item.get("id"), kwargs)}
+    if isinstance(item.get("data"), dict) and isinstance(item.get("type"), str):
+        return {**item["data"], "role": item["data"].get("role", item["type"])}
+    if "role" not in item and isinstance(item.get("type"), str) and item["type"] in _ROLES and "content" in item:
+        return {**item, "role": item["type"]}
+    return item
+
+
+def _lc_role(path: Any, kwargs: dict[str, Any]) -> Any:
+    """The role of a serialized LangChain message: ChatMessage carries it, others are named by their class."""
+    if isinstance(kwargs.get("role"), str):
+        return kwargs["role"]
+    if isinstance(kwargs.get("type"), str):
+        return kwargs["type"]
+    name = path[-1] if isinstance(path, list) and path and isinstance(path[-1], str) else ""
+    return name.removesuffix("Chunk").removesuffix("Message").lower()
+
+
+def _message_steps(message: dict[str, Any]) -> tuple[list[Step], list[str]]:
+    role = _ROLES.get(message["role"].lower()) if isinstance(message.get("role"), str) else None
+    if role is None:
+        return [], []
+    if role == "tool":
+        is_error = message.get("status") == "error" or message.get("is_error") is True
+        return [_result(message.get("tool_call_id"), message.get("name"), message.get("content"), is_error)], []
+    parts = _parts(message)
+    text = "\n".join(piece for piece in parts.texts if piece)
+    step = [Step(role, text)] if text.strip() else []
+    ordered = [*step, *parts.calls, *parts.results] if role == "assistant" else [*parts.results, *step, *parts.calls]
+    return ordered, parts.reasoning
+
+
+def _parts(message: dict[str, Any]) -> _Parts:
+    parts = _Parts()
+    content = message.get("content")
+    for block in content if isinstance(content, list) else [content]:
+        if isinstance(block, str):
+            parts.texts.append(block)
+        elif isinstance(block, dict) and isinstance(block.get("type"), str) and block["type"] in _BLOCKS:
+            _BLOCKS[block["type"]](parts, block)
+    extra = message.get("additional_kwargs") if isinstance(message.get("additional_kwargs"), dict) else {}
+    for entry in _tool_calls(message, extra):
+        if not any(call.tool_call_id == entry.tool_call_id for call in parts.calls if call.tool_call_id):
+            parts.calls.append(entry)
+    parts.reasoning.extend(_texts(extra.get("reasoning_content")))
+    return parts
+
+
+def _tool_calls(message: dict[str, Any], extra: dict[str, Any]) -> list[Step]:
+    """LangChain's parsed `tool_calls` ({name, args, id}), else the provider's raw ones ({id, function})."""
+    raw = message.get("tool_calls") or extra.get("tool_calls")
+    calls: list[Step | None] = []
+    for entry in raw if isinstance(raw, list) else []:
+        function = entry.get("function") if isinstance(entry, dict) else None
+        if isinstance(function, dict):
+            calls.append(_call(entry.get("id"), function.get("name"), function.get("arguments")))
+        elif isinstance(entry, dict):
+            calls.append(_call(entry.get("id"), entry.get("name"), entry.get("args", entry.get("arguments"))))
+    legacy = message.get("function_call") or extra.get("function_call")
+    if isinstance(legacy, dict):
+        calls.append(_call(None, legacy.get("name"), legacy.get("arguments")))
+    return [call for call in calls if call is not None]
+
+
+def _add_text(parts: _Parts, block: dict[str, Any]) -> None:
+    text = block.get("text", block.get("refusal"))
+    if isinstance(text, str):
+        parts.texts.append(text)
+
+
+def _add_call(parts: _Parts, block: dict[str, Any]) -> None:
+    parts.calls.extend(_maybe(_call(block.get("id"), block.get("name"), block.get("input"))))
+
+
+def _add_result(parts: _Parts, block: dict[str, Any]) -> None:
+    is_error = block.get("is_error") is True
+    parts.results.append(_result(block.get("tool_use_id"), None, block.get("content"), is_error))
+
+
+def _add_reasoning(parts: _Parts, block: dict[str, Any]) -> None:
+    text = block.get("thinking", block.get("reasoning", block.get("text")))
+    parts.reasoning.extend(_texts(block.get("summary")) if text is None else _texts(text))
+
+
+def _add_image(parts: _Parts, block: dict[str, Any]) -> None:
+    parts.texts.append(_image_text(block))
+
+
+_BLOCKS: dict[str, Callable[[_Parts, dict[str, Any]], None]] = {
+    "text": _add_text,
+    "input_text": _add_text,
+    "output_text": _add_text,
+    "refusal": _add_text,
+    "tool_use": _add_call,
+    "tool_result": _add_result,
+    "thinking": _add_reasoning,
+    "reasoning": _add_reasoning,
+    "image": _add_image,
+    "image_url": _add_image,
+    "input_image": _add_image,
+}
+
+
+def _image_text(block: dict[str, Any]) -> str:
+    """An image's place in text: its http(s) URL when it has one, never a data URL."""
+    url = block.get("image_url", block.get("url"))
+    if isinstance(url, dict):
+        url = url.get("url")
+    source = block.get("source")
+    if isinstance(source, dict) and source.get("type") == "url":
+        url = source.get("url")
+    return f"[image: {url}]" if isinstance(url, str) and url.startswith(("http://", "https://")) else "[image]"
+
+
+def _call(call_id: Any, name: Any, arguments: Any) -> Step | None:
+    if not isinstance(name, str) or not name:
+        return None
+    return Step("assistant", "", tool_name=name, tool_input=as_object(arguments), tool_call_id=_text(call_id))
+
+
+def _result(call_id: Any, name: Any, output: Any, is_error: bool) -> Step:
+    metadata = {"is_error": True} if is_error else {}
+    return Step("tool", _result_text(output), tool_name=_text(name), tool_call_id=_text(call_id), metadata=metadata)
+
+
+def _result_text(value: Any) -> str:
+    """A tool result as text: strings as they are, block lists joined by newlines, objects as JSON."""
+    if isinstance(value, list):
+        return "\n".join(_block_text(block) for block in value)
+    return "" if value is None else to_json_text(value)
+
+
+def _block_text(block: Any) -> str:
+    if isinstance(block, dict) and block.get("type") in ("text", "input_text", "output_text"):
+        return str(block.get("text", ""))
+    if isinstance(block, dict) and block.get("type") in ("image", "image_url", "input_image"):
+        return _image_text(block)
+    return to_json_text(block)
+
+
+def _texts(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, list):
+        return [text for entry in value for text in _texts(entry.get("text") if isinstance(entry, dict) else entry)]
+    return []
+
+
+def _is_pair(value: Any) -> bool:
+    """A LangChain message tuple such as ["human", "hello"]."""
+    return isinstance(value, list) and len(value) == 2 and all(isinstance(part, str) for part in value)
+
+
+def _maybe(step: Step | None) -> list[Step]:
+    return [] if step is None else [step]
+
+
+# --- trace facts and spans ---------------------------------------------------------------------
+
+
+def _trace_metadata(trace_id: str, timeline: list[Run]) -> dict[str, Any]:
+    root = next((run for run in timeline if run["id"] == trace_id), timeline[0])
+    llm_runs = [run for run in timeline if run.get("run_type") == "llm"]
+    metadata: dict[str, Any] = {}
+    for key, value in (
+        ("run_name", root.get("name")),
+        ("session_name", next((run["session_name"] for run in timeline if _text(run.get("session_name"))), None)),
+        ("provider", next(filter(None, (_run_metadata(run).get("ls_provider") for run in llm_runs)), None)),
+        ("thread_id", next(filter(None, (_run_metadata(run).get("thread_id") for run in timeline)), None)),
+        ("sdk", _runtime(root).get("sdk")),
+        ("sdk_version", _runtime(root).get("sdk_version")),
+    ):
+        if _text(value):
+            metadata[key] = value
+    if isinstance(root.get("tags"), list) and root["tags"]:
+        metadata["tags"] = root["tags"]
+    models = list(dict.fromkeys(model for run in llm_runs if (model := _model(run))))
+    metadata.update({"model": models[0]} if models else {})
+    metadata.update({"models": models} if len(models) > 1 else {})
+    usage = _usage(llm_runs)
+    metadata.update({"usage": usage} if usage else {})
+    return metadata
+
+
+def _model(run: Run) -> str | None:
+    extra = run.get("extra") if isinstance(run.get("extra"), dict) else {}
+    params = extra.get("invocation_params") if isinstance(extra.get("invocation_params"), dict) else {}
+    inputs = run.get("inputs") if isinstance(run.get("inputs"), dict) else {}
+    candidates = (_run_metadata(run).get("ls_model_name"), params.get("model"), params.get("model_name"))
+    return next((model for model in (*candidates, inputs.get("model")) if _text(model)), None)
+
+
+def _usage(llm_runs: list[Run]) -> dict[str, int]:
+    """Token totals over the llm runs, from `usage_metadata` (raw or on the generated message)."""
+    totals: dict[str, int] = {}
+    for run in llm_runs:
+        usage = _run_usage(decode_nested(run.get("outputs")))
+        details = usage.get("output_token_details") if isinstance(usage.get("output_token_details"), dict) else {}
+        counts = {key: usage.get(key) for key in ("input_tokens", "output_tokens", "total_tokens")}
+        counts["reasoning_tokens"] = details.get("reasoning")
+        for key, count in counts.items():
+            if isinstance(count, int) and not isinstance(count, bool):
+                totals[key] = totals.get(key, 0) + count
+    return totals
+
+
+def _run_usage(outputs: Any) -> dict[str, Any]:
+    if not isinstance(outputs, dict):
+        return {}
+    if isinstance(outputs.get("usage_metadata"), dict):
+        return outputs["usage_metadata"]
+    message = _answer(outputs)
+    plain = _plain(message) if isinstance(message, dict) else None
+    usage = plain.get("usage_metadata") if plain else None
+    return usage if isinstance(usage, dict) else {}
+
+
+def _run_metadata(run: Run) -> dict[str, Any]:
+    extra = run.get("extra")
+    metadata = extra.get("metadata") if isinstance(extra, dict) else None
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def _runtime(run: Run) -> dict[str, Any]:
+    extra = run.get("extra")
+    runtime = extra.get("runtime") if isinstance(extra, dict) else None
+    return runtime if isinstance(runtime, dict) else {}
+
+
+def _spans(timeline: list[Run], contributed: dict[int, tuple[int, ...]]) -> tuple[Span, ...]:
+    spans = (_span(run, contributed.get(index, ())) for index, run in enumerate(timeline))
+    return tuple(span for span in spans if span is not None)
+
+
+def _span(run: Run, step_indices: tuple[int, ...]) -> Span | None:
+    """One run as a span; a run without a start time has none."""
+    start = _ns(run.get("start_time"))
+    if start is None:
+        return None
+    output = decode_nested(run.get("outputs"))
+    if run.get("error"):
+        output = {**(output if isinstance(output, dict) else {}), "error": run["error"]}
+    return Span(
+        id=run["id"],
+        name=_text(run.get("name")) or str(run.get("run_type") or "run"),
+        start_ns=start,
+        end_ns=max(start, _ns(run.get("end_time")) or start),
+        parent_id=_parent_id(run),
+        kind=_text(run.get("run_type")),
+        # An llm run's input is the whole history again; the steps already hold it.
+        input=None if run.get("run_type") == "llm" else decode_nested(run.get("inputs")),
+        output=output,
+        step_indices=step_indices,
+    )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+# --- time --------------------------------------------------------------------------------------
+
+
+def _moment(value: Any) -> datetime | None:
+    """ISO-8601 (`Z`, offset or naive, which LangSmith writes for UTC) or epoch milliseconds (JS SDK), in UTC."""
+    try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return _EPOCH + timedelta(milliseconds=value)
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
+        if moment is None:
+            return None
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _ns(value: Any) -> int | None:
+    moment = _moment(value)
+    return None if moment is None else (moment - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def _stamp(steps: list[Step], value: Any) -> list[Step]:
+    moment = _moment(value)
+    if moment is None:
+        return steps
+    timestamp = moment.isoformat(timespec="microseconds")
+    return [replace(step, metadata={**step.metadata, "timestamp": timestamp}) for step in steps]

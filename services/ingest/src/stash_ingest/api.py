@@ -1,0 +1,298 @@
+"""IngestServicer: proto ⇄ domain for the IngestService; errors become statuses in the interceptor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import grpc
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from sqlalchemy.orm import Session, sessionmaker
+
+from stash.rm.v1 import common_pb2, ingest_pb2, ingest_pb2_grpc
+from stash_common.db import transaction
+from stash_common.errors import InvalidArgument
+from stash_ingest import exports, store
+from stash_ingest.adapters.registry import ADAPTERS
+from stash_ingest.annotations import (
+    Annotation,
+    AnnotationDraft,
+    Author,
+    Quote,
+    create_annotation,
+    delete_annotation,
+    list_annotations,
+    update_annotation,
+)
+from stash_ingest.imports import ImportRequest, ImportResult, Titler, import_traces
+from stash_ingest.traces import Span, StoredStep, StoredTrace, TraceSummary
+
+PAGE_LIMIT_MAX = 500
+_RESULTS = {
+    ImportResult.CREATED: ingest_pb2.IMPORT_RESULT_CREATED,
+    ImportResult.REPLACED: ingest_pb2.IMPORT_RESULT_REPLACED,
+    ImportResult.APPENDED: ingest_pb2.IMPORT_RESULT_APPENDED,
+    ImportResult.UNCHANGED: ingest_pb2.IMPORT_RESULT_UNCHANGED,
+}
+_ROLES = {
+    "system": common_pb2.STEP_ROLE_SYSTEM,
+    "user": common_pb2.STEP_ROLE_USER,
+    "assistant": common_pb2.STEP_ROLE_ASSISTANT,
+    "tool": common_pb2.STEP_ROLE_TOOL,
+}
+
+
+class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
+    """Traces, annotations, sources and exports of every owner, over gRPC."""
+
+    def __init__(self, sessions: sessionmaker[Session], titler: Titler) -> None:
+        self.sessions = sessions
+        self.titler = titler
+
+    def ListFormats(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Every importable format with what it reads."""
+        formats = [ingest_pb2.Format(name=a.name, description=a.description) for a in ADAPTERS.values()]
+        return ingest_pb2.ListFormatsResponse(formats=formats)
+
+    def ImportTraces(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Import a payload all-or-nothing: one bad trace stores nothing."""
+        source_id = request.source_id if request.HasField("source_id") else None
+        job = ImportRequest(_owner(request), request.format or "auto", request.data, source_id)
+        with transaction(self.sessions) as session:
+            format_name, imported = import_traces(session, job, self.titler)
+        results = [
+            ingest_pb2.ImportedTrace(trace_id=item.trace_id, external_id=item.external_id, result=_RESULTS[item.result])
+            for item in imported
+        ]
+        trace_ids = [item.trace_id for item in imported]
+        return ingest_pb2.ImportTracesResponse(
+            format=format_name, imported=len(imported), trace_ids=trace_ids, results=results
+        )
+
+    def ListTraces(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """One page of the owner's traces, newest import first."""
+        where = store.TraceFilter(
+            source_id=request.source_id if request.HasField("source_id") else None,
+            created_after=_time(request, "created_after"),
+            created_before=_time(request, "created_before"),
+        )
+        limit, offset = _page(request.page)
+        with transaction(self.sessions) as session:
+            rows, total = store.list_trace_rows(session, _owner(request), where, limit, offset)
+            summaries = store.summarise(session, rows)
+        return ingest_pb2.ListTracesResponse(
+            traces=[summary_to_proto(summary) for summary in summaries], page_info=common_pb2.PageInfo(total=total)
+        )
+
+    def GetTrace(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """One trace with steps, spans and annotations."""
+        with transaction(self.sessions) as session:
+            row = store.find_trace_row(session, _owner(request), request.trace_id)
+            trace = store.load_trace(session, row)
+            annotations = list_annotations(session, [row.id])
+        return ingest_pb2.GetTraceResponse(
+            trace=trace_to_proto(trace),
+            summary=summary_to_proto(trace.summary),
+            annotations=[annotation_to_proto(annotation) for annotation in annotations],
+        )
+
+    def DeleteTrace(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Delete a trace with its steps, spans and annotations."""
+        with transaction(self.sessions) as session:
+            session.delete(store.find_trace_row(session, _owner(request), request.trace_id))
+        return ingest_pb2.DeleteTraceResponse()
+
+    def ListTraceSources(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """The owner's source ids with display names and trace counts."""
+        owner_id = _owner(request)
+        with transaction(self.sessions) as session:
+            counts = store.source_counts(session, owner_id)
+            names = store.source_names(session, owner_id)
+        sources = [
+            _source(owner_id, source_id, names.get(source_id, source_id), counts.get(source_id, 0))
+            for source_id in sorted(set(counts) | set(names))
+        ]
+        return ingest_pb2.ListTraceSourcesResponse(sources=sources)
+
+    def RenameTraceSource(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Give one of the owner's source ids a display name."""
+        owner_id, name = _owner(request), request.name.strip()
+        if not 1 <= len(request.source_id) <= 200:
+            raise InvalidArgument("source_id", "must be 1 to 200 characters")
+        if not 1 <= len(name) <= 120:
+            raise InvalidArgument("name", "must be 1 to 120 characters")
+        with transaction(self.sessions) as session:
+            store.save_source_name(session, owner_id, request.source_id, name)
+            count = store.source_counts(session, owner_id).get(request.source_id, 0)
+        return ingest_pb2.RenameTraceSourceResponse(source=_source(owner_id, request.source_id, name, count))
+
+    def CreateAnnotation(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Annotate a trace or one of its steps."""
+        draft = AnnotationDraft(
+            rating=request.rating if request.HasField("rating") else None,
+            comment=request.comment if request.HasField("comment") else None,
+            quote=Quote(request.quote.text, request.quote.prefix, request.quote.suffix)
+            if request.HasField("quote")
+            else None,
+        )
+        author = Author(_owner(request), request.author_name or _owner(request))
+        with transaction(self.sessions) as session:
+            row = store.find_trace_row(session, author.id, request.trace_id)
+            step_id = request.step_id if request.HasField("step_id") else None
+            annotation = create_annotation(session, row, step_id, draft, author)
+        return ingest_pb2.CreateAnnotationResponse(annotation=annotation_to_proto(annotation))
+
+    def UpdateAnnotation(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Change the fields named in the update mask; a named field left unset becomes null."""
+        changes = {path: _optional(request, path) for path in request.update_mask.paths}
+        if "label_error" in changes:
+            changes["label_error"] = bool(changes["label_error"])
+        with transaction(self.sessions) as session:
+            annotation = update_annotation(session, _owner(request), request.annotation_id, changes)
+        return ingest_pb2.UpdateAnnotationResponse(annotation=annotation_to_proto(annotation))
+
+    def DeleteAnnotation(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Delete one of the owner's annotations."""
+        with transaction(self.sessions) as session:
+            delete_annotation(session, _owner(request), request.annotation_id)
+        return ingest_pb2.DeleteAnnotationResponse()
+
+    def ExportTraces(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        """The owner's traces as canonical JSONL, streamed in chunks."""
+        for chunk in exports.export_traces(self.sessions, _owner(request), list(request.trace_ids)):
+            yield ingest_pb2.ExportTracesResponse(data=chunk)
+
+    def ExportAnnotations(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        """The owner's annotations as JSONL, streamed in chunks."""
+        for chunk in exports.export_annotations(self.sessions, _owner(request), list(request.trace_ids)):
+            yield ingest_pb2.ExportAnnotationsResponse(data=chunk)
+
+
+def _owner(request: Any) -> str:
+    if not request.owner_id:
+        raise InvalidArgument("owner_id", "every request must name the owner it acts for")
+    return str(request.owner_id)
+
+
+def _time(request: Any, field: str) -> datetime | None:
+    return getattr(request, field).ToDatetime(tzinfo=UTC) if request.HasField(field) else None
+
+
+def _optional(request: Any, field: str) -> Any:
+    if field not in ("rating", "comment", "label_error", "label_error_note"):
+        raise InvalidArgument(field, "cannot be changed")
+    return getattr(request, field) if request.HasField(field) else None
+
+
+def _page(page: Any) -> tuple[int, int]:
+    limit = page.limit or 50
+    if not 1 <= limit <= PAGE_LIMIT_MAX or page.offset < 0:
+        raise InvalidArgument("limit", f"limit must be 1 to {PAGE_LIMIT_MAX} and offset at least 0")
+    return limit, page.offset
+
+
+def _source(owner_id: str, source_id: str, name: str, count: int) -> Any:
+    return ingest_pb2.TraceSource(source_id=source_id, name=name, owner_id=owner_id, trace_count=count)
+
+
+def _struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    message.update(value)
+    return message
+
+
+def _timestamp(value: Any) -> timestamp_pb2.Timestamp:
+    message = timestamp_pb2.Timestamp()
+    message.FromDatetime(value)
+    return message
+
+
+def summary_to_proto(summary: TraceSummary) -> Any:
+    """A trace list row as its message."""
+    return common_pb2.TraceSummary(
+        id=summary.id,
+        external_id=summary.external_id,
+        title=summary.title,
+        source_format=summary.source_format,
+        step_count=summary.step_count,
+        positive_count=summary.positive_count,
+        negative_count=summary.negative_count,
+        comment_count=summary.comment_count,
+        label_error_count=summary.label_error_count,
+        created_at=_timestamp(summary.created_at),
+        updated_at=_timestamp(summary.updated_at),
+        source_id=summary.source_id,
+        source_name=summary.source_name,
+        source_owner_id=summary.owner_id,
+        revision=summary.revision,
+    )
+
+
+def step_to_proto(stored: StoredStep) -> Any:
+    """One stored step as its message."""
+    step = stored.step
+    return common_pb2.Step(
+        id=stored.id,
+        index=stored.index,
+        role=_ROLES[step.role],
+        content=step.content,
+        tool_name=step.tool_name,
+        tool_input=_struct(step.tool_input) if step.tool_input is not None else None,
+        tool_call_id=step.tool_call_id,
+        metadata=_struct(step.metadata),
+    )
+
+
+def span_to_proto(span: Span) -> Any:
+    """One span as its message."""
+    message = common_pb2.Span(
+        id=span.id,
+        parent_id=span.parent_id,
+        name=span.name,
+        kind=span.kind,
+        start_ns=span.start_ns,
+        end_ns=span.end_ns,
+        step_indices=list(span.step_indices),
+    )
+    if span.input is not None:
+        json_format.ParseDict(span.input, message.input)
+    if span.output is not None:
+        json_format.ParseDict(span.output, message.output)
+    return message
+
+
+def trace_to_proto(trace: StoredTrace) -> Any:
+    """A stored trace with its steps and spans as its message."""
+    summary = trace.summary
+    return common_pb2.Trace(
+        id=summary.id,
+        external_id=summary.external_id,
+        title=summary.title,
+        source_format=summary.source_format,
+        source_id=summary.source_id,
+        metadata=_struct(trace.metadata),
+        steps=[step_to_proto(step) for step in trace.steps],
+        spans=[span_to_proto(span) for span in trace.spans],
+        created_at=_timestamp(summary.created_at),
+        updated_at=_timestamp(summary.updated_at),
+        revision=summary.revision,
+    )
+
+
+def annotation_to_proto(annotation: Annotation) -> Any:
+    """One annotation as its message."""
+    quote = annotation.quote
+    return common_pb2.Annotation(
+        id=annotation.id,
+        trace_id=annotation.trace_id,
+        step_id=annotation.step_id,
+        rating=annotation.rating,
+        comment=annotation.comment,
+        quote=common_pb2.Quote(text=quote.text, prefix=quote.prefix, suffix=quote.suffix) if quote else None,
+        label_error=annotation.label_error,
+        label_error_note=annotation.label_error_note,
+        author_id=annotation.author_id,
+        author_name=annotation.author_name,
+        created_at=_timestamp(annotation.created_at),
+    )

@@ -1,0 +1,362 @@
+"""The tables ingest owns: traces, steps, spans, annotations and trace-source aliases."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    delete,
+    func,
+    insert,
+    select,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from stash_common.errors import InvalidArgument, NotFound
+from stash_ingest.traces import Span, Step, StoredStep, StoredTrace, TraceSummary
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def now() -> datetime:
+    """The current time, timezone-aware (UTC)."""
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    """A new random identifier for a row."""
+    return str(uuid.uuid4())
+
+
+class Base(DeclarativeBase):
+    """Metadata of the tables ingest owns."""
+
+    type_annotation_map = {dict[str, Any]: JSON, Any: JSON}
+
+
+class TraceRow(Base):
+    """A trace of one owner; `external_id` is the source's identity, unique per owner."""
+
+    __tablename__ = "traces"
+    __table_args__ = (
+        UniqueConstraint("owner_id", "external_id", name="uq_traces_owner_external_id"),
+        Index("ix_traces_owner_created", "owner_id", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(String(64))
+    external_id: Mapped[str | None] = mapped_column(String(500))
+    title: Mapped[str] = mapped_column(Text)
+    source_format: Mapped[str] = mapped_column(String(40))
+    source_id: Mapped[str] = mapped_column(String(200))
+    explicit_source_id: Mapped[bool] = mapped_column(Boolean, default=False)
+    trace_metadata: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    step_count: Mapped[int] = mapped_column(Integer)
+    listed: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+
+class StepRow(Base):
+    """One step of a trace at a zero-based position."""
+
+    __tablename__ = "steps"
+    __table_args__ = (UniqueConstraint("trace_id", "position", name="uq_steps_trace_position"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    trace_id: Mapped[str] = mapped_column(ForeignKey("traces.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    tool_name: Mapped[str | None] = mapped_column(Text)
+    tool_input: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    tool_call_id: Mapped[str | None] = mapped_column(Text)
+    step_metadata: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+
+
+class SpanRow(Base):
+    """A timed operation of a trace; nanosecond times, step references by position."""
+
+    __tablename__ = "spans"
+
+    trace_id: Mapped[str] = mapped_column(ForeignKey("traces.id", ondelete="CASCADE"), primary_key=True)
+    span_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    parent_id: Mapped[str | None] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str | None] = mapped_column(String(40))
+    start_ns: Mapped[int] = mapped_column(BigInteger)
+    end_ns: Mapped[int] = mapped_column(BigInteger)
+    input: Mapped[Any] = mapped_column(JSON, nullable=True)
+    output: Mapped[Any] = mapped_column(JSON, nullable=True)
+    step_indices: Mapped[list[int]] = mapped_column(JSON, default=list)
+
+
+class AnnotationRow(Base):
+    """A rating and/or comment on a trace or one of its steps."""
+
+    __tablename__ = "annotations"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    trace_id: Mapped[str] = mapped_column(ForeignKey("traces.id", ondelete="CASCADE"), index=True)
+    step_id: Mapped[str | None] = mapped_column(ForeignKey("steps.id", ondelete="CASCADE"), index=True)
+    owner_id: Mapped[str] = mapped_column(String(64))
+    author_id: Mapped[str] = mapped_column(String(64))
+    author_name: Mapped[str] = mapped_column(String(200))
+    rating: Mapped[int | None] = mapped_column(Integer)
+    comment: Mapped[str | None] = mapped_column(Text)
+    quote: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    label_error: Mapped[bool] = mapped_column(Boolean, default=False)
+    label_error_note: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+
+class TraceSourceRow(Base):
+    """An owner's display name for one of their source ids."""
+
+    __tablename__ = "trace_sources"
+
+    owner_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    source_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    name: Mapped[str] = mapped_column(String(120))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+
+def find_trace_row(session: Session, owner_id: str, trace_id: str) -> TraceRow:
+    """The owner's trace row; another owner's trace is simply not found."""
+    row = session.get(TraceRow, trace_id)
+    if row is None or row.owner_id != owner_id:
+        raise NotFound(f"trace {trace_id} not found")
+    return row
+
+
+def find_by_external_id(session: Session, owner_id: str, external_id: str) -> TraceRow | None:
+    """The owner's trace with this external id, locked for update when the database supports it."""
+    query = select(TraceRow).where(TraceRow.owner_id == owner_id, TraceRow.external_id == external_id)
+    return session.scalar(query.with_for_update())
+
+
+def write_steps(session: Session, trace_id: str, steps: Sequence[Step], start: int = 0) -> None:
+    """Insert steps at positions start, start+1, … in one batch."""
+    if not steps:
+        return
+    rows = [
+        {
+            "id": new_id(),
+            "trace_id": trace_id,
+            "position": start + offset,
+            "role": step.role,
+            "content": step.content,
+            "tool_name": step.tool_name,
+            "tool_input": None if step.tool_input is None else dict(step.tool_input),
+            "tool_call_id": step.tool_call_id,
+            "step_metadata": dict(step.metadata),
+        }
+        for offset, step in enumerate(steps)
+    ]
+    session.execute(insert(StepRow), rows)
+
+
+def replace_spans(session: Session, trace_id: str, spans: Sequence[Span]) -> None:
+    """Make the trace's spans exactly `spans`."""
+    session.execute(delete(SpanRow).where(SpanRow.trace_id == trace_id))
+    if spans:
+        session.execute(insert(SpanRow), [_span_row(trace_id, span) for span in spans])
+
+
+def _span_row(trace_id: str, span: Span) -> dict[str, Any]:
+    return {
+        "trace_id": trace_id,
+        "span_id": span.id,
+        "parent_id": span.parent_id,
+        "name": span.name,
+        "kind": span.kind,
+        "start_ns": span.start_ns,
+        "end_ns": span.end_ns,
+        "input": span.input,
+        "output": span.output,
+        "step_indices": list(span.step_indices),
+    }
+
+
+def delete_steps(session: Session, trace_id: str) -> None:
+    """Remove every step of a trace; annotations on those steps go with them (ON DELETE CASCADE)."""
+    session.execute(delete(StepRow).where(StepRow.trace_id == trace_id))
+
+
+def load_steps(session: Session, trace_id: str) -> list[StoredStep]:
+    """The trace's steps in order."""
+    rows = session.scalars(select(StepRow).where(StepRow.trace_id == trace_id).order_by(StepRow.position))
+    return [StoredStep(id=row.id, index=row.position, step=_step(row)) for row in rows]
+
+
+def _step(row: StepRow) -> Step:
+    return Step(
+        role=row.role,
+        content=row.content,
+        tool_name=row.tool_name,
+        tool_input=row.tool_input,
+        tool_call_id=row.tool_call_id,
+        metadata=row.step_metadata or {},
+    )
+
+
+def load_spans(session: Session, trace_id: str) -> list[Span]:
+    """The trace's spans ordered by start time, then id."""
+    rows = session.scalars(
+        select(SpanRow).where(SpanRow.trace_id == trace_id).order_by(SpanRow.start_ns, SpanRow.span_id)
+    )
+    return [
+        Span(
+            id=row.span_id,
+            name=row.name,
+            start_ns=row.start_ns,
+            end_ns=row.end_ns,
+            parent_id=row.parent_id,
+            kind=row.kind,
+            input=row.input,
+            output=row.output,
+            step_indices=tuple(row.step_indices or ()),
+        )
+        for row in rows
+    ]
+
+
+@dataclass(frozen=True)
+class TraceFilter:
+    """Which of an owner's listed traces to show: by source and by import date."""
+
+    source_id: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+def list_trace_rows(
+    session: Session, owner_id: str, where: TraceFilter, limit: int, offset: int
+) -> tuple[list[TraceRow], int]:
+    """One page of the owner's listed traces, newest import first, and how many match in all."""
+    conditions = [TraceRow.owner_id == owner_id, TraceRow.listed.is_(True)]
+    if where.source_id is not None:
+        conditions.append(TraceRow.source_id == where.source_id)
+    if where.created_after is not None:
+        conditions.append(TraceRow.created_at >= where.created_after)
+    if where.created_before is not None:
+        conditions.append(TraceRow.created_at < where.created_before)
+    total = session.scalar(select(func.count()).select_from(TraceRow).where(*conditions)) or 0
+    page = select(TraceRow).where(*conditions).order_by(TraceRow.created_at.desc(), TraceRow.id)
+    return list(session.scalars(page.limit(limit).offset(offset))), total
+
+
+def summarise(session: Session, rows: Sequence[TraceRow]) -> list[TraceSummary]:
+    """Summaries with annotation counts and source display names, in the order of `rows`."""
+    if not rows:
+        return []
+    counts = _annotation_counts(session, [row.id for row in rows])
+    names = source_names(session, rows[0].owner_id)
+    return [_summary(row, counts.get(row.id, (0, 0, 0, 0)), names.get(row.source_id, row.source_id)) for row in rows]
+
+
+def _annotation_counts(session: Session, trace_ids: Sequence[str]) -> dict[str, tuple[int, int, int, int]]:
+    """(positive, negative, comments, label errors) per trace; flagged annotations never count as ratings."""
+    trainable = AnnotationRow.label_error.is_(False)
+    query = (
+        select(
+            AnnotationRow.trace_id,
+            func.count().filter(trainable, AnnotationRow.rating == 1),
+            func.count().filter(trainable, AnnotationRow.rating == -1),
+            func.count().filter(AnnotationRow.comment.is_not(None)),
+            func.count().filter(AnnotationRow.label_error.is_(True)),
+        )
+        .where(AnnotationRow.trace_id.in_(trace_ids))
+        .group_by(AnnotationRow.trace_id)
+    )
+    return {trace_id: (pos, neg, com, err) for trace_id, pos, neg, com, err in session.execute(query)}
+
+
+def _summary(row: TraceRow, counts: tuple[int, int, int, int], source_name: str) -> TraceSummary:
+    positive, negative, comments, label_errors = counts
+    return TraceSummary(
+        id=row.id,
+        owner_id=row.owner_id,
+        external_id=row.external_id,
+        title=row.title,
+        source_format=row.source_format,
+        source_id=row.source_id,
+        source_name=source_name,
+        step_count=row.step_count,
+        positive_count=positive,
+        negative_count=negative,
+        comment_count=comments,
+        label_error_count=label_errors,
+        revision=row.revision,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def load_trace(session: Session, row: TraceRow) -> StoredTrace:
+    """The whole stored trace behind a row."""
+    return StoredTrace(
+        summary=summarise(session, [row])[0],
+        metadata=row.trace_metadata or {},
+        steps=tuple(load_steps(session, row.id)),
+        spans=tuple(load_spans(session, row.id)),
+    )
+
+
+def source_names(session: Session, owner_id: str) -> dict[str, str]:
+    """The owner's source aliases: source id → display name."""
+    query = select(TraceSourceRow.source_id, TraceSourceRow.name).where(TraceSourceRow.owner_id == owner_id)
+    return {source_id: name for source_id, name in session.execute(query)}
+
+
+def find_step(session: Session, trace_id: str, step_id: str) -> StoredStep:
+    """One step of the trace; a step of another trace is an invalid reference."""
+    row = session.get(StepRow, step_id)
+    if row is None or row.trace_id != trace_id:
+        raise InvalidArgument("step_id", f"step {step_id} is not a step of trace {trace_id}")
+    return StoredStep(id=row.id, index=row.position, step=_step(row))
+
+
+def save_source_name(session: Session, owner_id: str, source_id: str, name: str) -> None:
+    """Upsert the owner's display name for a source id."""
+    row = session.get(TraceSourceRow, (owner_id, source_id))
+    if row is None:
+        session.add(TraceSourceRow(owner_id=owner_id, source_id=source_id, name=name, updated_at=now()))
+    else:
+        row.name, row.updated_at = name, now()
+    session.flush()
+
+
+def source_counts(session: Session, owner_id: str) -> dict[str, int]:
+    """How many listed traces the owner has per source id."""
+    query = (
+        select(TraceRow.source_id, func.count())
+        .where(TraceRow.owner_id == owner_id, TraceRow.listed.is_(True))
+        .group_by(TraceRow.source_id)
+    )
+    return {source_id: count for source_id, count in session.execute(query)}
+
+
+def owner_trace_rows(session: Session, owner_id: str, trace_ids: Sequence[str] = ()) -> list[TraceRow]:
+    """The owner's listed traces (or just these ids), oldest first — what exports walk through."""
+    query = select(TraceRow).where(TraceRow.owner_id == owner_id, TraceRow.listed.is_(True))
+    if trace_ids:
+        query = query.where(TraceRow.id.in_(trace_ids))
+    return list(session.scalars(query.order_by(TraceRow.created_at, TraceRow.id)))

@@ -1,0 +1,183 @@
+"""The canonical Stash Trace: what every adapter produces, what is stored and exported.
+
+A `Trace` here is parsed input, before it has an owner or ids. Validation follows the
+spec's rules (roles, content strings, object-valued tool inputs and metadata, span ids,
+parents, times and step references) and names the trace and the field that is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from stash_common.errors import InvalidArgument
+
+ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+MAX_NANOSECONDS = 2**63 - 1  # a signed 64-bit column, like OTLP's fixed64 read as signed
+
+
+@dataclass(frozen=True)
+class Step:
+    """One message or tool call of a conversation, in recorded order."""
+
+    role: str
+    content: str
+    tool_name: str | None = None
+    tool_input: Mapping[str, Any] | None = None
+    tool_call_id: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Span:
+    """A timed operation (an LLM call, a tool run, a subagent), independent of the steps."""
+
+    id: str
+    name: str
+    start_ns: int
+    end_ns: int
+    parent_id: str | None = None
+    kind: str | None = None
+    input: Any = None
+    output: Any = None
+    step_indices: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One agent run in the canonical format; `external_id` identifies it for re-imports."""
+
+    steps: tuple[Step, ...]
+    external_id: str | None = None
+    title: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    spans: tuple[Span, ...] = ()
+
+
+def validate_trace(trace: Trace, where: str) -> None:
+    """Raise InvalidArgument naming `where` (a line or trace position) and the field at fault."""
+    if trace.external_id is not None and not 1 <= len(trace.external_id) <= 500:
+        raise InvalidArgument(f"{where}: id", "must be 1 to 500 characters")
+    _check_storable(trace.external_id, f"{where}: id")
+    _check_storable(trace.title, f"{where}: title")
+    if not isinstance(trace.metadata, Mapping):
+        raise InvalidArgument(f"{where}: metadata", "must be an object")
+    if not trace.steps:
+        raise InvalidArgument(f"{where}: steps", "a trace needs at least one step")
+    for index, step in enumerate(trace.steps):
+        validate_step(step, f"{where}: steps[{index}]")
+    if all(step.role == "system" for step in trace.steps):
+        raise InvalidArgument(f"{where}: steps", "a trace with only system steps has nothing to review")
+    validate_spans(trace.spans, len(trace.steps), where)
+
+
+def validate_step(step: Step, where: str) -> None:
+    """One step's role, content and optional fields."""
+    if step.role not in ROLES:
+        raise InvalidArgument(f"{where}.role", f"must be one of {', '.join(ROLES)}, not {step.role!r}")
+    if not isinstance(step.content, str):
+        raise InvalidArgument(f"{where}.content", "must be a string")
+    if step.tool_input is not None and not isinstance(step.tool_input, Mapping):
+        raise InvalidArgument(f"{where}.tool_input", "must be an object")
+    for name in ("tool_name", "tool_call_id"):
+        value = getattr(step, name)
+        if value is not None and not isinstance(value, str):
+            raise InvalidArgument(f"{where}.{name}", "must be a string")
+        _check_storable(value, f"{where}.{name}")
+    _check_storable(step.content, f"{where}.content")
+    if not isinstance(step.metadata, Mapping):
+        raise InvalidArgument(f"{where}.metadata", "must be an object")
+
+
+def _check_storable(text: str | None, where: str) -> None:
+    # PostgreSQL text cannot hold U+0000; refusing it names the field instead of failing the write.
+    if text is not None and "\x00" in text:
+        raise InvalidArgument(where, "contains U+0000 (NUL), which cannot be stored; remove or escape it")
+
+
+def validate_spans(spans: Sequence[Span], step_count: int, where: str) -> None:
+    """Unique ids, no parent cycles, end ≥ start, existing step indices; absent parents are allowed."""
+    by_id: dict[str, Span] = {}
+    for index, span in enumerate(spans):
+        at = f"{where}: spans[{index}]"
+        if not span.id:
+            raise InvalidArgument(f"{at}.id", "must be a non-empty string")
+        _check_storable(span.name, f"{at}.name")
+        if span.id in by_id:
+            raise InvalidArgument(f"{at}.id", f"duplicate span id {span.id!r}")
+        for name in ("start_ns", "end_ns"):
+            if not 0 <= getattr(span, name) <= MAX_NANOSECONDS:
+                raise InvalidArgument(f"{at}.{name}", "must be 0 to 2**63-1 nanoseconds since the Unix epoch")
+        if span.end_ns < span.start_ns:
+            raise InvalidArgument(f"{at}.end_ns", "must not precede start_ns")
+        for step_index in span.step_indices:
+            if not 0 <= step_index < step_count:
+                raise InvalidArgument(f"{at}.step_indices", f"step {step_index} does not exist")
+        by_id[span.id] = span
+    for index, span in enumerate(spans):
+        if _has_cycle(span, by_id):
+            raise InvalidArgument(f"{where}: spans[{index}].parent_id", f"span {span.id!r} is its own ancestor")
+
+
+def _has_cycle(span: Span, by_id: Mapping[str, Span]) -> bool:
+    seen = {span.id}
+    parent = span.parent_id
+    while parent is not None and parent in by_id:
+        if parent in seen:
+            return True
+        seen.add(parent)
+        parent = by_id[parent].parent_id
+    return False
+
+
+@dataclass(frozen=True)
+class StoredStep:
+    """A step as stored: its own id and zero-based index within the trace."""
+
+    id: str
+    index: int
+    step: Step
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """What the trace list shows: identity, source, size and annotation counts."""
+
+    id: str
+    owner_id: str
+    external_id: str | None
+    title: str
+    source_format: str
+    source_id: str
+    source_name: str
+    step_count: int
+    positive_count: int
+    negative_count: int
+    comment_count: int
+    label_error_count: int
+    revision: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class StoredTrace:
+    """A stored trace with its steps and spans, in order."""
+
+    summary: TraceSummary
+    metadata: Mapping[str, Any]
+    steps: tuple[StoredStep, ...]
+    spans: tuple[Span, ...]
+
+    def canonical(self) -> Trace:
+        """The trace in the canonical format, as exported; the source id travels in metadata."""
+        metadata = {**self.metadata, "source_id": self.summary.source_id}
+        return Trace(
+            steps=tuple(stored.step for stored in self.steps),
+            external_id=self.summary.external_id,
+            title=self.summary.title,
+            metadata=metadata,
+            spans=self.spans,
+        )

@@ -1,0 +1,39 @@
+"""Validation of canonical traces: every rule names the trace and the field."""
+
+import pytest
+
+from stash_common.errors import InvalidArgument
+from stash_ingest.traces import Span, Step, Trace, validate_trace
+
+USER = Step("user", "hello")
+
+
+def _spans(*spans: Span) -> Trace:
+    return Trace(steps=(USER,), spans=spans)
+
+
+@pytest.mark.parametrize(
+    ("trace", "message"),
+    [
+        (Trace(steps=()), "steps: a trace needs at least one step"),
+        (Trace(steps=(Step("system", "rules"),)), "only system steps"),
+        (Trace(steps=(Step("robot", "beep"),)), "steps[0].role: must be one of"),
+        (Trace(steps=(Step("user", "a\x00b"),)), "steps[0].content: contains U+0000"),
+        (Trace(steps=(USER,), title="t\x00"), "title: contains U+0000"),
+        (Trace(steps=(USER,), external_id=""), "id: must be 1 to 500 characters"),
+        (_spans(Span("a", "x", 1, 2), Span("a", "y", 1, 2)), "spans[1].id: duplicate span id 'a'"),
+        (_spans(Span("a", "x", 5, 4)), "spans[0].end_ns: must not precede start_ns"),
+        (_spans(Span("a", "x", 0, 2**63)), "spans[0].end_ns: must be 0 to 2**63-1"),
+        (_spans(Span("a", "x", 1, 2, step_indices=(1,))), "spans[0].step_indices: step 1 does not exist"),
+        (_spans(Span("a", "x", 1, 2, parent_id="b"), Span("b", "y", 1, 2, parent_id="a")), "is its own ancestor"),
+    ],
+)
+def test_validate_trace_names_the_field_at_fault(trace: Trace, message: str) -> None:
+    with pytest.raises(InvalidArgument, match="^trace 7: ") as caught:
+        validate_trace(trace, "trace 7")
+
+    assert message in str(caught.value)
+
+
+def test_absent_parent_span_is_allowed() -> None:
+    validate_trace(_spans(Span("a", "x", 1, 2, parent_id="not-exported")), "trace 1")

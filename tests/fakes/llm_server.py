@@ -1,0 +1,101 @@
+"""A local HTTP server speaking the Anthropic Messages and OpenAI Chat Completions wire formats.
+
+Paid LLM providers are unreachable from tests, so the real `anthropic`, `openai` and `litellm`
+clients talk to this server instead (base URL = `FakeLLM.url`). Tests decide what it answers
+with `reply` (a function of the request body) and read back every request it received.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Responder = Callable[[str, dict[str, Any]], str]
+
+
+class FakeLLM:
+    """Answers `POST /v1/messages` (Anthropic) and `POST /v1/chat/completions` (OpenAI)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.reply: Responder = lambda _path, _body: "ok"
+        self.fail_status: int | None = None
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The server's base URL (OpenAI clients add `/v1` themselves only if given it)."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeLLM:
+        """Serve in a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """The status and JSON body for one request."""
+        self.requests.append((path, body))
+        if self.fail_status is not None:
+            return self.fail_status, {"type": "error", "error": {"type": "api_error", "message": "injected failure"}}
+        text = self.reply(path, body)
+        if path.endswith("/messages"):
+            return 200, _anthropic_message(body.get("model", "fake"), text)
+        if path.endswith("/chat/completions"):
+            return 200, _openai_completion(body.get("model", "fake"), text)
+        return 404, {"error": {"message": f"no such endpoint {path}"}}
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+                length = int(self.headers.get("content-length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                status, payload = fake.answer(self.path, body)
+                encoded = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(encoded)))
+                self.end_headers()
+                self.wfile.write(encoded)
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+        return Handler
+
+
+def _anthropic_message(model: str, text: str) -> dict[str, Any]:
+    return {
+        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": max(1, len(text) // 4)},
+    }
+
+
+def _openai_completion(model: str, text: str) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": max(1, len(text) // 4), "total_tokens": 20},
+    }

@@ -1,0 +1,177 @@
+"""Importing through the real IngestServicer: all-or-nothing, upserts, sources, titles."""
+
+from typing import Any
+
+import grpc
+import orjson
+import pytest
+
+from stash.rm.v1 import ingest_pb2
+from support.ingest import OWNER, import_payload, stash_line, trace_total
+
+
+def _get(stub: Any, trace_id: str, owner: str = OWNER) -> Any:
+    return stub.GetTrace(ingest_pb2.GetTraceRequest(owner_id=owner, trace_id=trace_id), timeout=30)
+
+
+def _error(call: Any) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    return caught.value
+
+
+def test_import_stores_steps_in_order_with_tool_fields(ingest: Any) -> None:
+    response = import_payload(ingest, stash_line("order-1182"))
+
+    assert (response.format, response.imported) == ("stash", 1)
+    trace = _get(ingest, response.trace_ids[0]).trace
+    assert [step.index for step in trace.steps] == [0, 1, 2, 3, 4]
+    assert trace.steps[2].tool_name == "lookup_order"
+    assert dict(trace.steps[2].tool_input) == {"order_id": "1182"}
+    assert trace.steps[3].tool_call_id == "call_1"
+    assert trace.external_id == "order-1182"
+
+
+def test_one_bad_trace_rejects_the_payload_and_stores_nothing(ingest: Any) -> None:
+    bad = orjson.dumps({"steps": [{"role": "robot", "content": "beep"}]}).decode()
+    payload = "\n".join([stash_line("a"), stash_line("b"), bad])
+
+    error = _error(lambda: import_payload(ingest, payload))
+
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "line 3: steps[0].role" in error.details()
+    assert trace_total(ingest) == 0
+
+
+def test_trace_with_only_system_steps_is_rejected(ingest: Any) -> None:
+    payload = orjson.dumps({"steps": [{"role": "system", "content": "You are helpful."}]}).decode()
+
+    error = _error(lambda: import_payload(ingest, payload))
+
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "only system steps" in error.details()
+    assert trace_total(ingest) == 0
+
+
+def test_auto_detection_failure_names_every_format_tried(ingest: Any) -> None:
+    error = _error(lambda: import_payload(ingest, '{"hello": "world"}', fmt="auto"))
+
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    for name in ("stash", "openai_chat", "anthropic_messages", "otel", "langfuse", "langsmith", "claude_code", "codex"):
+        assert name in error.details()
+
+
+def test_unknown_format_lists_the_supported_ones(ingest: Any) -> None:
+    error = _error(lambda: import_payload(ingest, stash_line(), fmt="csv"))
+
+    assert "unknown format 'csv'" in error.details() and "langsmith" in error.details()
+
+
+def test_reimport_replaces_steps_and_deletes_their_annotations(ingest: Any) -> None:
+    trace_id = import_payload(ingest, stash_line("t1")).trace_ids[0]
+    step = _get(ingest, trace_id).trace.steps[4]
+    for step_id in (step.id, None):
+        ingest.CreateAnnotation(
+            ingest_pb2.CreateAnnotationRequest(
+                owner_id=OWNER, trace_id=trace_id, step_id=step_id, rating=1, author_name="alice"
+            ),
+            timeout=30,
+        )
+    changed = orjson.loads(stash_line("t1"))
+    changed["steps"][4]["content"] = "I cannot refund a delivered order."
+
+    response = import_payload(ingest, orjson.dumps(changed).decode())
+
+    assert response.results[0].result == ingest_pb2.IMPORT_RESULT_REPLACED
+    detail = _get(ingest, trace_id)
+    assert detail.trace.steps[4].content == "I cannot refund a delivered order."
+    assert [annotation.HasField("step_id") for annotation in detail.annotations] == [False]
+    assert detail.trace.revision == 2
+
+
+def test_identical_reimport_changes_nothing(ingest: Any) -> None:
+    first = import_payload(ingest, stash_line("same"))
+
+    again = import_payload(ingest, stash_line("same"))
+
+    assert again.trace_ids == first.trace_ids
+    assert again.results[0].result == ingest_pb2.IMPORT_RESULT_UNCHANGED
+    assert _get(ingest, first.trace_ids[0]).trace.revision == 1
+
+
+def test_same_external_id_of_another_owner_is_another_trace(ingest: Any) -> None:
+    mine = import_payload(ingest, stash_line("shared-id")).trace_ids[0]
+    theirs = import_payload(ingest, stash_line("shared-id"), owner="owner-b").trace_ids[0]
+
+    assert mine != theirs
+    error = _error(lambda: _get(ingest, mine, owner="owner-b"))
+    assert error.code() == grpc.StatusCode.NOT_FOUND
+
+
+@pytest.mark.parametrize(
+    ("metadata", "explicit", "expected"),
+    [
+        ({"source_id": "src", "agent": "bot", "source": "web"}, None, "src"),
+        ({"agent": "bot", "source": "web"}, None, "bot"),
+        ({"source": "web"}, None, "web"),
+        ({}, None, "stash"),
+        ({"source_id": "src"}, "team-a", "team-a"),
+    ],
+)
+def test_source_id_follows_the_fallback_order(ingest: Any, metadata: dict, explicit: str | None, expected: str) -> None:
+    fields = {"source_id": explicit} if explicit else {}
+
+    trace_id = import_payload(ingest, stash_line("s", metadata=metadata), **fields).trace_ids[0]
+
+    assert _get(ingest, trace_id).summary.source_id == expected
+
+
+def test_explicit_source_id_survives_a_later_upsert_without_one(ingest: Any) -> None:
+    trace_id = import_payload(ingest, stash_line("keep", metadata={"agent": "bot"}), source_id="team-a").trace_ids[0]
+
+    import_payload(ingest, stash_line("keep", metadata={"agent": "bot", "v": 2}))
+
+    assert _get(ingest, trace_id).summary.source_id == "team-a"
+
+
+def test_source_id_longer_than_200_characters_is_rejected(ingest: Any) -> None:
+    error = _error(lambda: import_payload(ingest, stash_line(), source_id="x" * 201))
+
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and "source_id" in error.details()
+
+
+def test_title_is_derived_from_the_first_user_request_without_a_model(ingest: Any) -> None:
+    trace_id = import_payload(ingest, stash_line()).trace_ids[0]
+
+    assert _get(ingest, trace_id).summary.title == "I want a refund for order 1182"
+
+
+def test_recorded_title_is_kept(ingest: Any) -> None:
+    trace_id = import_payload(ingest, stash_line(title="Refund for 1182")).trace_ids[0]
+
+    assert _get(ingest, trace_id).summary.title == "Refund for 1182"
+
+
+def test_trace_sources_can_be_renamed_per_owner(ingest: Any) -> None:
+    import_payload(ingest, stash_line("s1", metadata={"agent": "support-bot"}))
+
+    renamed = ingest.RenameTraceSource(
+        ingest_pb2.RenameTraceSourceRequest(owner_id=OWNER, source_id="support-bot", name="Support"), timeout=30
+    )
+    listed = ingest.ListTraceSources(ingest_pb2.ListTraceSourcesRequest(owner_id=OWNER), timeout=30)
+    others = ingest.ListTraceSources(ingest_pb2.ListTraceSourcesRequest(owner_id="owner-b"), timeout=30)
+
+    assert (renamed.source.name, renamed.source.trace_count) == ("Support", 1)
+    assert [(source.source_id, source.name) for source in listed.sources] == [("support-bot", "Support")]
+    assert list(others.sources) == []
+
+
+def test_nul_character_in_content_is_refused_by_name(ingest: Any) -> None:
+    line = orjson.loads(stash_line())
+    line["steps"][1]["content"] = "binary\x00output"
+
+    error = _error(lambda: import_payload(ingest, orjson.dumps(line).decode()))
+
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "line 1: steps[1].content" in error.details() and "U+0000" in error.details()
+    assert trace_total(ingest) == 0

@@ -1,0 +1,75 @@
+"""A whole local stack (`stash-rm up`) as tests start it: six real processes on free ports."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from support.processes import stack_env, stash_rm
+
+
+class RunningStack:
+    """A `stash-rm up` process and what it was started with."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str], process: subprocess.Popen[str]) -> None:
+        self.data_dir = data_dir
+        self.env = env
+        self.process = process
+        self.gateway_url = f"http://127.0.0.1:{env['STASH_GATEWAY_PORT']}"
+        self.api_url = f"{self.gateway_url}/api/v1/rm"
+
+    def pid(self, service: str) -> int:
+        """The process id `up` recorded for a service."""
+        return int((self.data_dir / "run" / f"{service}.pid").read_text())
+
+    def create_user(self, name: str) -> str:
+        """A new user through the CLI; returns its full-access key."""
+        created = stash_rm("users", "create", name, env=self.env)
+        assert created.returncode == 0, created.stderr
+        return created.stdout.split("shown once): ")[1].split()[0]
+
+    def client(self, key: str) -> httpx.Client:
+        """An HTTP client for the REST API with the key as bearer."""
+        return httpx.Client(base_url=self.api_url, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+
+
+def read_until(process: subprocess.Popen[str], marker: str, timeout_s: float = 90.0) -> str:
+    """Read the process's output until a line contains `marker`."""
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line and process.poll() is not None:
+            break
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
+    raise AssertionError(f"{marker!r} never printed; output so far:\n{''.join(seen)}")
+
+
+@contextmanager
+def running_stack(data_dir: Path, **env: str) -> Iterator[RunningStack]:
+    """`stash-rm up` until the gateway URL is printed; Ctrl-C afterwards."""
+    full_env = stack_env(data_dir, COLUMNS="200", **env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "stash_cli", "up"],
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        read_until(process, "Gateway:")
+        yield RunningStack(data_dir, full_env, process)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            process.communicate(timeout=60)
