@@ -31,7 +31,7 @@ from rich.table import Table
 
 from stash_common.db import make_engine, make_sessions, transaction, upgrade
 from stash_ingest.adapters.stash import parse_stash
-from stash_ingest.imports import ImportRequest, upsert_trace
+from stash_ingest.imports import ImportRequest, upsert_traces
 from stash_ingest.store import MIGRATIONS_DIR
 from stash_ingest.titles import derive_title
 from stash_ingest.traces import validate_trace
@@ -96,8 +96,7 @@ def phases(payload: bytes) -> dict[str, float]:
 
         def write() -> None:
             with transaction(sessions) as session:
-                for trace in traces:
-                    upsert_trace(session, request, "stash", trace, derive_title)
+                upsert_traces(session, request, "stash", traces, derive_title)
 
         write_s, _ = timed(write)
     finally:

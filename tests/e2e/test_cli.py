@@ -54,7 +54,7 @@ def test_gateway_process_never_loads_torch(tmp_path: Path) -> None:
         "heavy = sorted(m for m in ('torch', 'transformers') if m in sys.modules)\n"
         "print('heavy:', heavy)\n"
     )
-    env = {**os.environ, "STASH_DATA_DIR": str(tmp_path)}
+    env = {**os.environ, "STASH_DATA_DIR": str(tmp_path), "STASH_GATEWAY_OTLP_GRPC_PORT": "0"}
 
     result = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
 

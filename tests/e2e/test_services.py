@@ -38,7 +38,8 @@ def test_service_serves_health_and_reflection_then_stops_on_sigterm(name: str, t
 
 def test_gateway_serves_http_and_stops_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
-    process = start_service("gateway", {"STASH_DATA_DIR": str(tmp_path), "STASH_GATEWAY_PORT": str(port)})
+    env = {"STASH_DATA_DIR": str(tmp_path), "STASH_GATEWAY_PORT": str(port), "STASH_GATEWAY_OTLP_GRPC_PORT": "0"}
+    process = start_service("gateway", env)
     try:
         wait_for_http(f"http://127.0.0.1:{port}/healthz")
     finally:

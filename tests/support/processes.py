@@ -50,7 +50,13 @@ def wait_for_health(address: str, expected: str = "SERVING", timeout_s: float = 
 
 def stack_env(data_dir: Path, **extra: str) -> dict[str, str]:
     """An environment for a whole local stack on free ports, in `data_dir`."""
-    env = {**os.environ, "STASH_DATA_DIR": str(data_dir), "STASH_GATEWAY_PORT": str(free_port()), **extra}
+    env = {
+        **os.environ,
+        "STASH_DATA_DIR": str(data_dir),
+        "STASH_GATEWAY_PORT": str(free_port()),
+        "STASH_GATEWAY_OTLP_GRPC_PORT": str(free_port()),
+        **extra,
+    }
     for name in GRPC_SERVICES:
         port = free_port()
         env[f"STASH_{name.upper()}_PORT"] = str(port)

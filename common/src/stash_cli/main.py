@@ -67,6 +67,10 @@ def up(data_dir: DataDir = None) -> None:
     _use_data_dir(data_dir)
     stack = _start_stack()
     console.print(f"Gateway: [bold]{stack.layout.gateway_url}[/bold]  (API docs at {stack.layout.gateway_url}/docs)")
+    console.print(
+        f"OTLP: {stack.layout.gateway_url}/api/v1/rm/otel (http/protobuf, http/json), "
+        f"grpc 127.0.0.1:{stack.layout.gateway.otlp_grpc_port}"
+    )
     console.print("Press Ctrl-C to stop.")
     signal.signal(signal.SIGTERM, _interrupt)
     reported: set[str] = set()

@@ -9,13 +9,13 @@ from typing import Any
 import orjson
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.anthropic_messages import looks_like_anthropic_messages, parse_anthropic_messages
 from stash_ingest.adapters.reading import first_value
 from stash_ingest.traces import Step, Trace, validate_trace
 from support.fixtures import REAL_FIXTURES, real_fixture
+from support.json_strategies import json_values
 
 DIRECTORY = "anthropic-messages"
 
@@ -319,7 +319,7 @@ def test_parse_rejects_invalid_json_and_empty_payloads() -> None:
         parse_anthropic_messages(b"")
 
 
-_WORDS = st.sampled_from(
+_JSON = json_values(
     [
         "messages",
         "system",
@@ -350,16 +350,6 @@ _WORDS = st.sampled_from(
         "web_search_tool_result",
         "usage",
     ]
-)
-_JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**63), 2**63)
-    | st.floats(allow_nan=False)
-    | _WORDS
-    | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_WORDS, inner, max_size=5),
-    max_leaves=20,
 )
 
 

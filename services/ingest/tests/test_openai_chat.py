@@ -8,13 +8,13 @@ from typing import Any
 import orjson
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.openai_chat import looks_like_openai_chat, parse_openai_chat
 from stash_ingest.adapters.reading import first_value
 from stash_ingest.traces import Step, Trace, validate_trace
 from support.fixtures import REAL_FIXTURES, real_fixture
+from support.json_strategies import json_values
 
 COOKBOOK = "openai-chat/cookbook-drone-finetune-first6.jsonl"
 REQUEST = "openai-chat/pydantic-ai-tool-then-image.chat-completions.request.json"
@@ -303,7 +303,7 @@ def test_parse_rejects_invalid_json_and_empty_payloads() -> None:
         parse_openai_chat(b"\n")
 
 
-_WORDS = st.sampled_from(
+_JSON = json_values(
     [
         "messages",
         "role",
@@ -336,16 +336,6 @@ _WORDS = st.sampled_from(
         "developer",
         "input",
     ]
-)
-_JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**63), 2**63)
-    | st.floats(allow_nan=False)
-    | _WORDS
-    | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_WORDS, inner, max_size=5),
-    max_leaves=20,
 )
 
 

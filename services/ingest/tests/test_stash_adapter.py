@@ -248,9 +248,8 @@ def test_looks_like_stash_claims_only_the_steps_shape() -> None:
 
 # U+0000 is refused by validation (PostgreSQL text cannot hold it), so valid traces never carry it.
 _SEPARATORS = st.sampled_from(["\u2028", "\u2029", "\n", "\r", "\t", '"', "\\", "é", "😀"])
-_TEXT = st.text(
-    alphabet=st.one_of(st.characters(codec="utf-8", exclude_characters="\x00"), _SEPARATORS), max_size=30
-)
+_CHARACTERS = st.characters(codec="utf-8", exclude_characters="\x00")
+_TEXT = st.text(alphabet=st.one_of(_CHARACTERS, _SEPARATORS), max_size=30)
 _JSON_SCALARS = st.one_of(
     st.none(),
     st.booleans(),
@@ -313,7 +312,7 @@ def _traces(draw: st.DrawFn) -> Trace:
     steps = draw(_steps())
     return Trace(
         steps=steps,
-        external_id=draw(st.none() | st.text(min_size=1, max_size=20)),
+        external_id=draw(st.none() | st.text(_CHARACTERS, min_size=1, max_size=20)),
         title=draw(st.none() | _TEXT),
         metadata=draw(_OBJECT),
         spans=draw(_spans(len(steps))),

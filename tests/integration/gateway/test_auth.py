@@ -16,7 +16,7 @@ from stash_gateway.store import MIGRATIONS_DIR, create_key, create_user
 @pytest.fixture
 def settings(postgres_url: str, tmp_path: Path) -> GatewaySettings:
     upgrade("gateway", MIGRATIONS_DIR, postgres_url)
-    return load(GatewaySettings, database_url=postgres_url, data_dir=tmp_path)
+    return load(GatewaySettings, database_url=postgres_url, data_dir=tmp_path, otlp_grpc_port=0)
 
 
 @pytest.fixture

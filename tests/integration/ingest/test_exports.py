@@ -1,5 +1,6 @@
 """Exports: canonical JSONL re-imports to the same traces; annotations export in the spec's shape."""
 
+import uuid
 from typing import Any
 
 import orjson
@@ -35,7 +36,7 @@ traces = st.fixed_dictionaries(
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batch=st.lists(traces, min_size=1, max_size=3))
 def test_import_export_import_gives_identical_traces(ingest: Any, batch: list[dict]) -> None:
-    owner, again_owner = f"o-{id(batch)}-1", f"o-{id(batch)}-2"
+    owner, again_owner = f"o-{uuid.uuid4().hex}", f"o-{uuid.uuid4().hex}"
     payload = "\n".join(orjson.dumps(trace).decode() for trace in batch)
     import_payload(ingest, payload, owner=owner)
     exported = _export(ingest, owner)

@@ -1,12 +1,15 @@
 """Importing through the real IngestServicer: all-or-nothing, upserts, sources, titles."""
 
+from pathlib import Path
 from typing import Any
 
 import grpc
 import orjson
 import pytest
+from google.protobuf import json_format
 
 from stash.rm.v1 import ingest_pb2
+from support.fixtures import REAL_FIXTURES
 from support.ingest import OWNER, import_payload, stash_line, trace_total
 
 
@@ -175,3 +178,49 @@ def test_nul_character_in_content_is_refused_by_name(ingest: Any) -> None:
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "line 1: steps[1].content" in error.details() and "U+0000" in error.details()
     assert trace_total(ingest) == 0
+
+
+# The real fixtures, auto-detected and stored; the two OTLP files without LLM spans have nothing to import.
+FIXTURE_FORMATS = {
+    "anthropic-messages": "anthropic_messages",
+    "claude-code": "claude_code",
+    "codex": "codex",
+    "langfuse": "langfuse",
+    "langsmith": "langsmith",
+    "openai-chat": "openai_chat",
+    "otlp": "otel",
+}
+WITHOUT_LLM_SPANS = {"otel-proto-examples-trace.json", "otel-spec-file-exporter-traces.jsonl"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(path for folder in FIXTURE_FORMATS for path in (REAL_FIXTURES / folder).iterdir()),
+    ids=lambda path: path.name,
+)
+def test_every_real_fixture_is_detected_and_stored(ingest: Any, path: Path) -> None:
+    data = path.read_text(encoding="utf-8")
+    if path.name in WITHOUT_LLM_SPANS:
+        assert _error(lambda: import_payload(ingest, data, fmt="auto")).code() == grpc.StatusCode.INVALID_ARGUMENT
+        return
+
+    response = import_payload(ingest, data, fmt="auto")
+
+    assert response.format == FIXTURE_FORMATS[path.parent.name]
+    for trace_id in response.trace_ids:
+        assert len(_get(ingest, trace_id).trace.steps) >= 1
+
+
+def test_imported_labels_and_rewards_are_kept_as_they_are(ingest: Any) -> None:
+    label = {"chunk_id": "c4", "task_id": "t1", "actor": "agent", "type": "answer", "is_output": True}
+    line = orjson.loads(stash_line("labelled", metadata={"rubric_summary": {"score": 0.8}}))
+    line["steps"][4]["metadata"] = {"label": label, "reward": {"points": 1.0, "credit": 0.7}}
+
+    trace_id = import_payload(ingest, orjson.dumps(line).decode()).trace_ids[0]
+
+    trace = _get(ingest, trace_id).trace
+    assert json_format.MessageToDict(trace.steps[4].metadata) == {
+        "label": label,
+        "reward": {"points": 1.0, "credit": 0.7},
+    }
+    assert json_format.MessageToDict(trace.metadata)["rubric_summary"] == {"score": 0.8}

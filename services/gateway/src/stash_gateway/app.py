@@ -6,16 +6,22 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import grpc
+import structlog
 from fastapi import FastAPI
 
 from stash_common.db import make_engine, make_sessions
 from stash_common.errors import StashError
+from stash_common.server import start
 from stash_common.storage import LocalObjectStore, load_signing_key
+from stash_gateway import otlp
 from stash_gateway.metrics import HttpMetrics
+from stash_gateway.otlp import register_trace_service
 from stash_gateway.peers import Peers
 from stash_gateway.routes import account, annotations, artifacts, exports, health, sources, traces
 from stash_gateway.settings import GatewaySettings
 from stash_gateway.status import rpc_error_response, stash_error_response
+
+log = structlog.get_logger(__name__)
 
 
 def create_app(settings: GatewaySettings) -> FastAPI:
@@ -26,7 +32,11 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         engine = make_engine(settings.database_url)
         app.state.sessions = make_sessions(engine)
         app.state.peers = Peers(settings)
+        otlp_grpc = start(register_trace_service(app.state), settings.host, settings.otlp_grpc_port)
+        app.state.otlp_grpc_port = otlp_grpc.port
+        log.info("otlp grpc receiver", port=otlp_grpc.port)
         yield
+        otlp_grpc.stop(grace_s=10)
         app.state.peers.close()
         engine.dispose()
 
@@ -37,7 +47,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.add_exception_handler(StashError, stash_error_response)
     app.add_exception_handler(grpc.RpcError, rpc_error_response)
     app.include_router(health.router)
-    for module in (account, traces, annotations, exports, sources):
+    for module in (account, traces, annotations, exports, sources, otlp):
         app.include_router(module.router)
     if settings.s3_bucket is None:
         # S3 presigns its own URLs; only local artifacts need the gateway to serve them.

@@ -27,6 +27,10 @@ class GatewaySettings(ServiceSettings):
     )
     s3_bucket: str | None = shared("STASH_S3_BUCKET", None, "S3 bucket for artifacts; unset: the local data dir")
     max_body_bytes: int = Field(50 * 1024 * 1024, description="largest request body accepted (413 above)")
+    otlp_max_decompressed_bytes: int = Field(
+        50 * 1024 * 1024, description="largest OTLP body after gzip decompression (413 above)"
+    )
+    otlp_grpc_port: int = Field(4317, description="port of the OTLP/gRPC TraceService (0: any free port)")
     health_timeout_s: float = 2.0
 
     @property

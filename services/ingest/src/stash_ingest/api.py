@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash.rm.v1 import common_pb2, ingest_pb2, ingest_pb2_grpc
 from stash_common.db import transaction
-from stash_common.errors import InvalidArgument
+from stash_common.errors import InvalidArgument, Unavailable
 from stash_ingest import exports, store
 from stash_ingest.adapters.registry import ADAPTERS
 from stash_ingest.annotations import (
@@ -26,9 +27,12 @@ from stash_ingest.annotations import (
     update_annotation,
 )
 from stash_ingest.imports import ImportRequest, ImportResult, Titler, import_traces
+from stash_ingest.otlp import OtlpRequest, ingest_otlp
 from stash_ingest.traces import Span, StoredStep, StoredTrace, TraceSummary
 
 PAGE_LIMIT_MAX = 500
+CONFLICT_ATTEMPTS = 3
+T = TypeVar("T")
 _RESULTS = {
     ImportResult.CREATED: ingest_pb2.IMPORT_RESULT_CREATED,
     ImportResult.REPLACED: ingest_pb2.IMPORT_RESULT_REPLACED,
@@ -69,6 +73,30 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         return ingest_pb2.ImportTracesResponse(
             format=format_name, imported=len(imported), trace_ids=trace_ids, results=results
         )
+
+    def IngestOtlpSpans(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Store OTLP spans and rebuild the traces they touch; spans rejected alone are reported, not fatal."""
+        job = OtlpRequest(
+            owner_id=_owner(request),
+            protobuf=request.export_trace_service_request,
+            json=request.export_trace_service_request_json,
+            source_id=request.source_id if request.HasField("source_id") else None,
+        )
+        result = self._retrying_conflicts(lambda session: ingest_otlp(session, job, self.titler))
+        return ingest_pb2.IngestOtlpSpansResponse(
+            rejected_spans=result.rejected_spans, error_message=result.error_message, trace_ids=result.trace_ids
+        )
+
+    def _retrying_conflicts(self, work: Callable[[Session], T]) -> T:
+        """Run `work` in a transaction, again when a concurrent request created the same trace first."""
+        for attempt in range(CONFLICT_ATTEMPTS):
+            try:
+                with transaction(self.sessions) as session:
+                    return work(session)
+            except IntegrityError:
+                if attempt == CONFLICT_ATTEMPTS - 1:
+                    raise Unavailable("concurrent writes to the same traces kept conflicting; retry") from None
+        raise AssertionError("unreachable")
 
     def ListTraces(self, request: Any, context: grpc.ServicerContext) -> Any:
         """One page of the owner's traces, newest import first."""

@@ -10,7 +10,7 @@ and a divergent one is refused with `trace_sync_error`, keeping the stored trace
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -21,13 +21,14 @@ from stash_ingest.adapters.registry import NATIVE_FORMATS, resolve_adapter
 from stash_ingest.store import (
     TraceRow,
     delete_steps,
-    find_by_external_id,
-    load_steps,
+    find_by_external_ids,
+    load_steps_by_trace,
+    new_id,
     now,
     replace_spans,
     write_steps,
 )
-from stash_ingest.traces import Step, Trace, validate_trace
+from stash_ingest.traces import Span, Step, Trace, validate_trace
 
 # Generates a title for a trace that has none (the fast model, or a derived one).
 Titler = Callable[[Trace], str]
@@ -89,29 +90,71 @@ def parse_payload(request: ImportRequest) -> tuple[str, list[Trace]]:
 def import_traces(session: Session, request: ImportRequest, titler: Titler) -> tuple[str, list[ImportedTrace]]:
     """Parse, validate and upsert every trace of the payload inside the caller's transaction."""
     format_name, traces = parse_payload(request)
-    return format_name, [upsert_trace(session, request, format_name, trace, titler) for trace in traces]
+    return format_name, upsert_traces(session, request, format_name, traces, titler)
 
 
-def upsert_trace(
-    session: Session, request: ImportRequest, format_name: str, trace: Trace, titler: Titler
-) -> ImportedTrace:
-    """Create the trace, or update the owner's trace with the same external id.
+@dataclass
+class _Writes:
+    """What a batch of upserts writes, collected so each table gets one statement per batch."""
 
-    A trace without a title keeps the stored one, and only a new trace costs a generated title.
-    """
-    existing = find_by_external_id(session, request.owner_id, trace.external_id) if trace.external_id else None
-    if not trace.title:
-        title = existing.title if existing is not None and existing.title else titler(trace)
-        trace = Trace(trace.steps, trace.external_id, title, trace.metadata, trace.spans)
-    if existing is None:
-        row = _insert(session, request, format_name, trace)
-        return ImportedTrace(row.id, trace.external_id, ImportResult.CREATED)
-    if format_name in NATIVE_FORMATS:
-        result = _merge_snapshot(session, existing, trace)
-    else:
-        result = _replace(session, existing, trace)
-    _update_header(existing, request, format_name, trace, changed=result is not ImportResult.UNCHANGED)
-    return ImportedTrace(existing.id, trace.external_id, result)
+    steps: dict[str, tuple[int, Sequence[Step]]] = field(default_factory=dict)  # trace id → (first position, steps)
+    spans: dict[str, Sequence[Span]] = field(default_factory=dict)
+    cleared: set[str] = field(default_factory=set)  # traces whose stored steps are replaced
+
+    def apply(self, session: Session) -> None:
+        session.flush()
+        delete_steps(session, sorted(self.cleared))
+        write_steps(session, [(trace_id, start, steps) for trace_id, (start, steps) in self.steps.items()])
+        replace_spans(session, self.spans)
+
+
+def upsert_traces(
+    session: Session, request: ImportRequest, format_name: str, traces: Sequence[Trace], titler: Titler
+) -> list[ImportedTrace]:
+    """Create each trace, or update the owner's trace with the same external id, in one batch of writes."""
+    external_ids = sorted({trace.external_id for trace in traces if trace.external_id})
+    batch = _Batch(
+        request,
+        format_name,
+        titler,
+        existing=find_by_external_ids(session, request.owner_id, external_ids),
+    )
+    batch.stored = load_steps_by_trace(session, [row.id for row in batch.existing.values()])
+    results = [batch.upsert(session, trace) for trace in traces]
+    batch.writes.apply(session)
+    return results
+
+
+@dataclass
+class _Batch:
+    """The traces of one payload, upserted in order against what is stored and what came before."""
+
+    request: ImportRequest
+    format_name: str
+    titler: Titler
+    existing: dict[str, TraceRow]  # external id → row
+    stored: dict[str, list[Step]] = field(default_factory=dict)  # trace id → its steps after this batch so far
+    writes: _Writes = field(default_factory=_Writes)
+
+    def upsert(self, session: Session, trace: Trace) -> ImportedTrace:
+        """Plan one trace's writes; a trace without a title keeps the stored one or gets a new one once."""
+        row = self.existing.get(trace.external_id) if trace.external_id else None
+        if not trace.title:
+            trace = replace(trace, title=row.title if row is not None and row.title else self.titler(trace))
+        if row is None:
+            row = _new_row(session, self.request, self.format_name, trace)
+            self.existing[trace.external_id or row.id] = row
+            self.writes.steps[row.id] = (0, trace.steps)
+            result = ImportResult.CREATED
+        else:
+            merge = _merge_snapshot if self.format_name in NATIVE_FORMATS else _replace
+            result = merge(row, self.stored.get(row.id, []), trace, self.writes)
+            _update_header(row, self.request, self.format_name, trace, changed=result is not ImportResult.UNCHANGED)
+        if result is not ImportResult.UNCHANGED:
+            self.stored[row.id] = list(trace.steps)
+        if result is not ImportResult.UNCHANGED or self.format_name not in NATIVE_FORMATS:
+            self.writes.spans[row.id] = trace.spans  # spans may change while the steps stay the same
+        return ImportedTrace(row.id, trace.external_id, result)
 
 
 def resolve_source_id(metadata: Mapping[str, Any], explicit: str | None, format_name: str) -> str:
@@ -125,8 +168,9 @@ def resolve_source_id(metadata: Mapping[str, Any], explicit: str | None, format_
     return format_name
 
 
-def _insert(session: Session, request: ImportRequest, format_name: str, trace: Trace) -> TraceRow:
+def _new_row(session: Session, request: ImportRequest, format_name: str, trace: Trace) -> TraceRow:
     row = TraceRow(
+        id=new_id(),
         owner_id=request.owner_id,
         external_id=trace.external_id,
         title=trace.title or "",
@@ -136,38 +180,29 @@ def _insert(session: Session, request: ImportRequest, format_name: str, trace: T
         trace_metadata=dict(trace.metadata),
         revision=1,
         step_count=len(trace.steps),
-        listed=True,
         created_at=now(),
         updated_at=now(),
     )
     session.add(row)
-    session.flush()
-    write_steps(session, row.id, trace.steps)
-    replace_spans(session, row.id, trace.spans)
     return row
 
 
-def _replace(session: Session, row: TraceRow, trace: Trace) -> ImportResult:
-    stored = [stored.step for stored in load_steps(session, row.id)]
-    if stored == list(trace.steps):
-        replace_spans(session, row.id, trace.spans)
+def _replace(row: TraceRow, stored: Sequence[Step], trace: Trace, writes: _Writes) -> ImportResult:
+    if list(stored) == list(trace.steps):
         return ImportResult.UNCHANGED
-    delete_steps(session, row.id)
-    write_steps(session, row.id, trace.steps)
-    replace_spans(session, row.id, trace.spans)
+    writes.cleared.add(row.id)
+    writes.steps[row.id] = (0, trace.steps)
     return ImportResult.REPLACED
 
 
-def _merge_snapshot(session: Session, row: TraceRow, trace: Trace) -> ImportResult:
-    stored = [stored.step for stored in load_steps(session, row.id)]
+def _merge_snapshot(row: TraceRow, stored: Sequence[Step], trace: Trace, writes: _Writes) -> ImportResult:
     incoming = list(trace.steps)
     common = _common_prefix(stored, incoming)
     if common < min(len(stored), len(incoming)):
         raise TraceSyncError(row.external_id or row.id, common)
     if len(incoming) <= len(stored):
         return ImportResult.UNCHANGED
-    write_steps(session, row.id, incoming[len(stored) :], start=len(stored))
-    replace_spans(session, row.id, trace.spans)
+    writes.steps[row.id] = (len(stored), incoming[len(stored) :])
     return ImportResult.APPENDED
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,11 +22,11 @@ from sqlalchemy import (
     UniqueConstraint,
     delete,
     func,
-    insert,
     select,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
+from stash_common.db import insert_rows
 from stash_common.errors import InvalidArgument, NotFound
 from stash_ingest.traces import Span, Step, StoredStep, StoredTrace, TraceSummary
 
@@ -68,7 +68,6 @@ class TraceRow(Base):
     trace_metadata: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
     revision: Mapped[int] = mapped_column(Integer, default=1)
     step_count: Mapped[int] = mapped_column(Integer)
-    listed: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
 
@@ -85,7 +84,7 @@ class StepRow(Base):
     role: Mapped[str] = mapped_column(String(16))
     content: Mapped[str] = mapped_column(Text)
     tool_name: Mapped[str | None] = mapped_column(Text)
-    tool_input: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    tool_input: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     tool_call_id: Mapped[str | None] = mapped_column(Text)
     step_metadata: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
 
@@ -102,8 +101,8 @@ class SpanRow(Base):
     kind: Mapped[str | None] = mapped_column(String(40))
     start_ns: Mapped[int] = mapped_column(BigInteger)
     end_ns: Mapped[int] = mapped_column(BigInteger)
-    input: Mapped[Any] = mapped_column(JSON, nullable=True)
-    output: Mapped[Any] = mapped_column(JSON, nullable=True)
+    input: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True)
+    output: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True)
     step_indices: Mapped[list[int]] = mapped_column(JSON, default=list)
 
 
@@ -146,16 +145,21 @@ def find_trace_row(session: Session, owner_id: str, trace_id: str) -> TraceRow:
     return row
 
 
-def find_by_external_id(session: Session, owner_id: str, external_id: str) -> TraceRow | None:
-    """The owner's trace with this external id, locked for update when the database supports it."""
-    query = select(TraceRow).where(TraceRow.owner_id == owner_id, TraceRow.external_id == external_id)
-    return session.scalar(query.with_for_update())
+def find_by_external_ids(session: Session, owner_id: str, external_ids: Sequence[str]) -> dict[str, TraceRow]:
+    """The owner's traces with these external ids, locked for update (in id order, to avoid deadlocks)."""
+    if not external_ids:
+        return {}
+    query = (
+        select(TraceRow)
+        .where(TraceRow.owner_id == owner_id, TraceRow.external_id.in_(external_ids))
+        .order_by(TraceRow.external_id)
+        .with_for_update()
+    )
+    return {row.external_id: row for row in session.scalars(query) if row.external_id}
 
 
-def write_steps(session: Session, trace_id: str, steps: Sequence[Step], start: int = 0) -> None:
-    """Insert steps at positions start, start+1, … in one batch."""
-    if not steps:
-        return
+def write_steps(session: Session, batches: Sequence[tuple[str, int, Sequence[Step]]]) -> None:
+    """Insert (trace id, first position, steps) batches as one Core insert (the ORM would split it)."""
     rows = [
         {
             "id": new_id(),
@@ -166,18 +170,21 @@ def write_steps(session: Session, trace_id: str, steps: Sequence[Step], start: i
             "tool_name": step.tool_name,
             "tool_input": None if step.tool_input is None else dict(step.tool_input),
             "tool_call_id": step.tool_call_id,
-            "step_metadata": dict(step.metadata),
+            "metadata": dict(step.metadata),
         }
+        for trace_id, start, steps in batches
         for offset, step in enumerate(steps)
     ]
-    session.execute(insert(StepRow), rows)
+    insert_rows(session, StepRow.__table__, rows)
 
 
-def replace_spans(session: Session, trace_id: str, spans: Sequence[Span]) -> None:
-    """Make the trace's spans exactly `spans`."""
-    session.execute(delete(SpanRow).where(SpanRow.trace_id == trace_id))
-    if spans:
-        session.execute(insert(SpanRow), [_span_row(trace_id, span) for span in spans])
+def replace_spans(session: Session, spans_by_trace: Mapping[str, Sequence[Span]]) -> None:
+    """Make each listed trace's spans exactly the given ones."""
+    if not spans_by_trace:
+        return
+    session.execute(delete(SpanRow).where(SpanRow.trace_id.in_(list(spans_by_trace))))
+    rows = [_span_row(trace_id, span) for trace_id, spans in spans_by_trace.items() for span in spans]
+    insert_rows(session, SpanRow.__table__, rows)
 
 
 def _span_row(trace_id: str, span: Span) -> dict[str, Any]:
@@ -195,9 +202,20 @@ def _span_row(trace_id: str, span: Span) -> dict[str, Any]:
     }
 
 
-def delete_steps(session: Session, trace_id: str) -> None:
-    """Remove every step of a trace; annotations on those steps go with them (ON DELETE CASCADE)."""
-    session.execute(delete(StepRow).where(StepRow.trace_id == trace_id))
+def delete_steps(session: Session, trace_ids: Sequence[str]) -> None:
+    """Remove every step of these traces; annotations on those steps go with them (ON DELETE CASCADE)."""
+    if trace_ids:
+        session.execute(delete(StepRow).where(StepRow.trace_id.in_(trace_ids)))
+
+
+def load_steps_by_trace(session: Session, trace_ids: Sequence[str]) -> dict[str, list[Step]]:
+    """The steps of several traces, in order, by trace id."""
+    steps: dict[str, list[Step]] = {trace_id: [] for trace_id in trace_ids}
+    if trace_ids:
+        query = select(StepRow).where(StepRow.trace_id.in_(trace_ids)).order_by(StepRow.trace_id, StepRow.position)
+        for row in session.scalars(query):
+            steps[row.trace_id].append(_step(row))
+    return steps
 
 
 def load_steps(session: Session, trace_id: str) -> list[StoredStep]:
@@ -240,7 +258,7 @@ def load_spans(session: Session, trace_id: str) -> list[Span]:
 
 @dataclass(frozen=True)
 class TraceFilter:
-    """Which of an owner's listed traces to show: by source and by import date."""
+    """Which of an owner's traces to show: by source and by import date."""
 
     source_id: str | None = None
     created_after: datetime | None = None
@@ -250,8 +268,8 @@ class TraceFilter:
 def list_trace_rows(
     session: Session, owner_id: str, where: TraceFilter, limit: int, offset: int
 ) -> tuple[list[TraceRow], int]:
-    """One page of the owner's listed traces, newest import first, and how many match in all."""
-    conditions = [TraceRow.owner_id == owner_id, TraceRow.listed.is_(True)]
+    """One page of the owner's traces, newest import first, and how many match in all."""
+    conditions = [TraceRow.owner_id == owner_id]
     if where.source_id is not None:
         conditions.append(TraceRow.source_id == where.source_id)
     if where.created_after is not None:
@@ -345,18 +363,61 @@ def save_source_name(session: Session, owner_id: str, source_id: str, name: str)
 
 
 def source_counts(session: Session, owner_id: str) -> dict[str, int]:
-    """How many listed traces the owner has per source id."""
-    query = (
-        select(TraceRow.source_id, func.count())
-        .where(TraceRow.owner_id == owner_id, TraceRow.listed.is_(True))
-        .group_by(TraceRow.source_id)
-    )
+    """How many traces the owner has per source id."""
+    query = select(TraceRow.source_id, func.count()).where(TraceRow.owner_id == owner_id).group_by(TraceRow.source_id)
     return {source_id: count for source_id, count in session.execute(query)}
 
 
 def owner_trace_rows(session: Session, owner_id: str, trace_ids: Sequence[str] = ()) -> list[TraceRow]:
-    """The owner's listed traces (or just these ids), oldest first — what exports walk through."""
-    query = select(TraceRow).where(TraceRow.owner_id == owner_id, TraceRow.listed.is_(True))
+    """The owner's traces (or just these ids), oldest first — what exports walk through."""
+    query = select(TraceRow).where(TraceRow.owner_id == owner_id)
     if trace_ids:
         query = query.where(TraceRow.id.in_(trace_ids))
     return list(session.scalars(query.order_by(TraceRow.created_at, TraceRow.id)))
+
+
+class OtelSpanRow(Base):
+    """A raw OTLP span as received (OTLP/JSON shape with its resource and scope), per owner."""
+
+    __tablename__ = "otel_spans"
+
+    owner_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    trace_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    span_id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+
+def save_otel_spans(
+    session: Session,
+    owner_id: str,
+    spans: Mapping[tuple[str, str], Mapping[str, Any]],
+    stored: Collection[tuple[str, str]],
+) -> None:
+    """Store raw spans by (owner, trace id, span id): a re-sent span (one of `stored`) overwrites itself."""
+    resent = [key for key in spans if key in stored]
+    for trace_id, span_id in resent:
+        session.execute(
+            delete(OtelSpanRow).where(
+                OtelSpanRow.owner_id == owner_id, OtelSpanRow.trace_id == trace_id, OtelSpanRow.span_id == span_id
+            )
+        )
+    received = now()
+    rows = [
+        {"owner_id": owner_id, "trace_id": trace_id, "span_id": span_id, "body": dict(body), "received_at": received}
+        for (trace_id, span_id), body in spans.items()
+    ]
+    insert_rows(session, OtelSpanRow.__table__, rows)
+
+
+def load_otel_spans(session: Session, owner_id: str, trace_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """Every stored raw span of these traces, by trace id."""
+    spans: dict[str, list[dict[str, Any]]] = {trace_id: [] for trace_id in trace_ids}
+    query = (
+        select(OtelSpanRow.trace_id, OtelSpanRow.body)
+        .where(OtelSpanRow.owner_id == owner_id, OtelSpanRow.trace_id.in_(trace_ids))
+        .order_by(OtelSpanRow.trace_id, OtelSpanRow.span_id)
+    )
+    for trace_id, body in session.execute(query):
+        spans[trace_id].append(body)
+    return spans

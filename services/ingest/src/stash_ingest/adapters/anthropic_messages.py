@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from stash_common.errors import InvalidArgument
-from stash_ingest.adapters.reading import as_object, read_records, to_json_text
+from stash_ingest.adapters.messages import media_text, with_metadata
+from stash_ingest.adapters.reading import as_object, json_type, read_records, to_json_text
 from stash_ingest.traces import Step, Trace, validate_trace
 
 ANTHROPIC_ONLY_BLOCKS = frozenset(
@@ -90,7 +91,7 @@ def _read_unit(value: Any, where: str) -> Trace:
 def _request_trace(document: dict[str, Any], where: str) -> Trace:
     messages = document["messages"]
     if not isinstance(messages, list):
-        raise InvalidArgument(f"{where}: messages", f"must be an array of messages, not {_json_type(messages)}")
+        raise InvalidArgument(f"{where}: messages", f"must be an array of messages, not {json_type(messages)}")
     names: ToolNames = {}
     steps = _system_steps(document.get("system"), f"{where}: system")
     for index, message in enumerate(messages):
@@ -135,7 +136,7 @@ def _system_steps(system: Any, at: str) -> list[Step]:
         texts = [_system_block_text(block, f"{at}[{index}]") for index, block in enumerate(system)]
         system = "\n".join(texts)
     if not isinstance(system, str):
-        raise InvalidArgument(at, f"must be a string or an array of text blocks, not {_json_type(system)}")
+        raise InvalidArgument(at, f"must be a string or an array of text blocks, not {json_type(system)}")
     return [Step("system", system)] if system else []
 
 
@@ -147,7 +148,7 @@ def _system_block_text(block: Any, at: str) -> str:
 
 def _message_steps(message: Any, at: str, names: ToolNames) -> list[Step]:
     if not isinstance(message, dict):
-        raise InvalidArgument(at, f"must be a message object with `role` and `content`, not {_json_type(message)}")
+        raise InvalidArgument(at, f"must be a message object with `role` and `content`, not {json_type(message)}")
     role = message.get("role")
     if role not in MESSAGE_ROLES:
         raise InvalidArgument(f"{at}.role", f"must be user or assistant (the system prompt is `system`), not {role!r}")
@@ -158,14 +159,14 @@ def _content_steps(content: Any, role: str, at: str, names: ToolNames) -> list[S
     if isinstance(content, str):
         return [Step(role, content)]
     if not isinstance(content, list):
-        raise InvalidArgument(at, f"must be a string or an array of content blocks, not {_json_type(content)}")
+        raise InvalidArgument(at, f"must be a string or an array of content blocks, not {json_type(content)}")
     pieces = [_read_block(block, f"{at}[{index}]", names) for index, block in enumerate(content)]
     steps = _join_pieces(role, [piece for piece in pieces if isinstance(piece, _Text | Step)])
     reasoning = "\n".join(piece.text for piece in pieces if isinstance(piece, _Thought))
     if not reasoning:
         return steps
     first = steps[0] if steps else Step("assistant", "")
-    return [_with_metadata(first, {"reasoning": reasoning}), *steps[1:]]
+    return [with_metadata(first, {"reasoning": reasoning}), *steps[1:]]
 
 
 def _join_pieces(role: str, pieces: list[_Text | Step]) -> list[Step]:
@@ -206,24 +207,20 @@ def _read_block(block: Any, at: str, names: ToolNames) -> _Piece:
 
 def _text_block(block: dict[str, Any], at: str) -> _Text:
     if not isinstance(block.get("text"), str):
-        raise InvalidArgument(f"{at}.text", f"must be a string, not {_json_type(block.get('text'))}")
+        raise InvalidArgument(f"{at}.text", f"must be a string, not {json_type(block.get('text'))}")
     return _Text(block["text"], inline=bool(block.get("citations")))
 
 
 def _thinking_block(block: dict[str, Any], at: str) -> _Thought | None:
     thinking = block.get("thinking")
     if thinking is not None and not isinstance(thinking, str):
-        raise InvalidArgument(f"{at}.thinking", f"must be a string, not {_json_type(thinking)}")
+        raise InvalidArgument(f"{at}.thinking", f"must be a string, not {json_type(thinking)}")
     return _Thought(thinking) if thinking else None
 
 
 def _image_block(block: dict[str, Any], at: str) -> _Text:
     source = block.get("source")
-    url = source.get("url") if isinstance(source, dict) else None
-    # Base64 sources are megabytes; only a fetchable address is worth keeping.
-    if isinstance(url, str) and url.startswith(("http://", "https://")):
-        return _Text(f"[image: {url}]")
-    return _Text("[image]")
+    return _Text(media_text(source.get("url") if isinstance(source, dict) else None))
 
 
 def _document_block(block: dict[str, Any], at: str) -> _Text:
@@ -234,9 +231,9 @@ def _document_block(block: dict[str, Any], at: str) -> _Text:
 def _tool_use_step(block: dict[str, Any], at: str, names: ToolNames) -> Step:
     name, call_id = block.get("name"), block.get("id")
     if not isinstance(name, str):
-        raise InvalidArgument(f"{at}.name", f"must be a string, not {_json_type(name)}")
+        raise InvalidArgument(f"{at}.name", f"must be a string, not {json_type(name)}")
     if call_id is not None and not isinstance(call_id, str):
-        raise InvalidArgument(f"{at}.id", f"must be a string, not {_json_type(call_id)}")
+        raise InvalidArgument(f"{at}.id", f"must be a string, not {json_type(call_id)}")
     if call_id is not None:
         names[call_id] = name
     return Step("assistant", "", tool_name=name, tool_input=as_object(block.get("input")), tool_call_id=call_id)
@@ -245,7 +242,7 @@ def _tool_use_step(block: dict[str, Any], at: str, names: ToolNames) -> Step:
 def _tool_result_step(block: dict[str, Any], at: str, names: ToolNames) -> Step:
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str):
-        raise InvalidArgument(f"{at}.tool_use_id", f"must be a string, not {_json_type(call_id)}")
+        raise InvalidArgument(f"{at}.tool_use_id", f"must be a string, not {json_type(call_id)}")
     metadata = {"is_error": True} if block.get("is_error") is True else {}
     text = _result_text(block.get("content"), f"{at}.content")
     return Step("tool", text, tool_name=names.get(call_id), tool_call_id=call_id, metadata=metadata)
@@ -257,7 +254,7 @@ def _result_text(content: Any, at: str) -> str:
     if isinstance(content, dict):
         return to_json_text(content)
     if not isinstance(content, list):
-        raise InvalidArgument(at, f"must be a string or an array of content blocks, not {_json_type(content)}")
+        raise InvalidArgument(at, f"must be a string or an array of content blocks, not {json_type(content)}")
     return "\n".join(_result_block_text(block, f"{at}[{index}]") for index, block in enumerate(content))
 
 
@@ -268,24 +265,8 @@ def _result_block_text(block: Any, at: str) -> str:
     return piece.text if isinstance(piece, _Text) else to_json_text(block)
 
 
-def _with_metadata(step: Step, extra: dict[str, Any]) -> Step:
-    return Step(step.role, step.content, step.tool_name, step.tool_input, step.tool_call_id, {**step.metadata, **extra})
-
-
 def _string(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
 
 
 BlockReader = Callable[[dict[str, Any], str], _Text | _Thought | None]

@@ -29,12 +29,12 @@ A transcript logs events, not messages. How they become steps:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from typing import Any
 
 from stash_common.errors import InvalidArgument
-from stash_ingest.adapters.reading import as_object, split_growing_jsonl, to_json_text
+from stash_ingest.adapters.messages import media_text, with_metadata
+from stash_ingest.adapters.reading import as_object, split_growing_jsonl, timestamp_metadata, to_json_text
 from stash_ingest.traces import Step, Trace, validate_trace
 
 LINE_TYPES = frozenset(
@@ -140,7 +140,7 @@ def _read_system(transcript: _Transcript, where: str, line: Line) -> None:
     subtype, content = line.get("subtype"), line.get("content")
     if subtype in _BOOKKEEPING_SUBTYPES or not isinstance(content, str) or not content.strip():
         return
-    metadata = _stamp(line)
+    metadata = timestamp_metadata(line.get("timestamp"))
     if isinstance(subtype, str):
         metadata["subtype"] = subtype
     transcript.slots.append([Step("system", content, metadata=metadata)])
@@ -166,14 +166,14 @@ def _add_block(transcript: _Transcript, response: _Response, block: dict[str, An
         if isinstance(block.get("thinking"), str) and block["thinking"].strip():
             response.reasoning.append(block["thinking"])
         return
-    metadata = _stamp(line)
+    metadata = timestamp_metadata(line.get("timestamp"))
     if line.get("isApiErrorMessage") is True:
         metadata["is_error"] = True
     step = _assistant_step(transcript, block, metadata)
     if step is None:
         return
     if response.reasoning:
-        step = replace(step, metadata={**step.metadata, "reasoning": "\n\n".join(response.reasoning)})
+        step = with_metadata(step, {"reasoning": "\n\n".join(response.reasoning)})
         response.reasoning.clear()
     response.steps.append(step)
 
@@ -215,7 +215,7 @@ def _user_block_steps(transcript: _Transcript, line: Line, blocks: list[dict[str
 
 
 def _context_or_user(line: Line, text: str) -> Step:
-    metadata = _stamp(line)
+    metadata = timestamp_metadata(line.get("timestamp"))
     if line.get("isCompactSummary") is True:
         metadata["compact_summary"] = True
     elif line.get("isMeta") is True:
@@ -229,7 +229,7 @@ def _context_or_user(line: Line, text: str) -> Step:
 
 def _tool_step(transcript: _Transcript, line: Line, block: dict[str, Any]) -> Step:
     call_id = block.get("tool_use_id") if isinstance(block.get("tool_use_id"), str) else None
-    metadata = _stamp(line)
+    metadata = timestamp_metadata(line.get("timestamp"))
     flagged = block.get("is_error")
     if flagged is True or (flagged is None and isinstance(line.get("toolUseResult"), str)):
         metadata["is_error"] = True
@@ -253,8 +253,7 @@ def _block_text(block: dict[str, Any]) -> str:
         return block["text"]
     if kind == "image":
         source = block.get("source") if isinstance(block.get("source"), dict) else {}
-        url = source.get("url")
-        return f"[image: {url}]" if isinstance(url, str) and url.startswith(("http://", "https://")) else "[image]"
+        return media_text(source.get("url"))
     return f"[{kind}]" if isinstance(kind, str) else to_json_text(block)
 
 
@@ -269,19 +268,6 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return [block for block in content if isinstance(block, dict)] if isinstance(content, list) else []
-
-
-def _stamp(line: Line) -> dict[str, Any]:
-    """Step metadata holding the line's recorded time, normalized to UTC with microseconds."""
-    value = line.get("timestamp")
-    if not isinstance(value, str):
-        return {}
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return {}
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    return {"timestamp": moment.astimezone(UTC).isoformat(timespec="microseconds")}
 
 
 def _build_trace(transcript: _Transcript) -> Trace:

@@ -32,12 +32,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from typing import Any
 
 from stash_common.errors import InvalidArgument
-from stash_ingest.adapters.reading import as_object, decode_nested, split_growing_jsonl, to_json_text
+from stash_ingest.adapters.messages import media_text, with_metadata
+from stash_ingest.adapters.reading import (
+    as_object,
+    decode_nested,
+    split_growing_jsonl,
+    timestamp_metadata,
+    to_json_text,
+)
 from stash_ingest.traces import Step, Trace, validate_trace
 
 LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
@@ -102,9 +108,9 @@ def _read_line(rollout: _Rollout, where: str, line: Any, first: bool) -> None:
             raise InvalidArgument(f"{where}: payload", "expected an object")
         reader = _LINE_READERS.get(kind) if kind else None
         if reader is not None:
-            reader(rollout, where, line["payload"], _stamp(line.get("timestamp")))
+            reader(rollout, where, line["payload"], timestamp_metadata(line.get("timestamp")))
     elif kind in _ITEM_READERS:  # a legacy rollout writes items without the envelope
-        _read_item(rollout, where, line, _stamp(line.get("timestamp")))
+        _read_item(rollout, where, line, timestamp_metadata(line.get("timestamp")))
     elif first and kind is None and isinstance(line.get("id"), str):
         _read_session_meta(rollout, where, line, {})  # the legacy header line
     elif "record_type" not in line:
@@ -142,7 +148,7 @@ def _read_event(rollout: _Rollout, where: str, payload: Payload, stamp: dict[str
     elif kind == "user_message" and isinstance(payload.get("message"), str):
         rollout.typed_balance -= 1
         if rollout.typed_balance < 0:  # no response item carried it
-            images = [_image_text(image) for image in payload.get("images") or [] if isinstance(image, str)]
+            images = [media_text(image) for image in payload.get("images") or [] if isinstance(image, str)]
             text = "\n".join(part for part in (payload["message"], *images) if part)
             _add(rollout, Step("user", text, metadata=stamp))
 
@@ -272,17 +278,13 @@ def _part_text(part: Any) -> str | None:
     if isinstance(text, str):
         return None if _IMAGE_TAG.fullmatch(text.strip()) else text
     if kind in ("input_image", "image"):
-        return _image_text(part.get("image_url"))
+        return media_text(part.get("image_url"))
     return f"[{kind}]" if isinstance(kind, str) else to_json_text(part)
-
-
-def _image_text(url: Any) -> str:
-    return f"[image: {url}]" if isinstance(url, str) and url.startswith(("http://", "https://")) else "[image]"
 
 
 def _add_assistant(rollout: _Rollout, step: Step) -> None:
     if rollout.reasoning:
-        step = replace(step, metadata={**step.metadata, "reasoning": "\n\n".join(rollout.reasoning)})
+        step = with_metadata(step, {"reasoning": "\n\n".join(rollout.reasoning)})
         rollout.reasoning.clear()
     _add(rollout, step)
 
@@ -297,18 +299,6 @@ def _add(rollout: _Rollout, step: Step) -> None:
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
-
-
-def _stamp(value: Any) -> dict[str, Any]:
-    """Step metadata holding a recorded time, normalized to UTC with microseconds."""
-    if not isinstance(value, str):
-        return {}
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return {}
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    return {"timestamp": moment.astimezone(UTC).isoformat(timespec="microseconds")}
 
 
 def _build_trace(rollout: _Rollout) -> Trace:

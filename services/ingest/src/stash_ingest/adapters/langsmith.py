@@ -15,26 +15,31 @@ input carries. Every run with a start time becomes a span.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterable
 from typing import Any
 
 from stash_common.errors import InvalidArgument
-from stash_ingest.adapters.reading import as_object, decode_nested, read_records, to_json_text
+from stash_ingest.adapters.messages import (
+    ROLES,
+    BlockReader,
+    Call,
+    Parts,
+    attach_reasoning,
+    call_steps,
+    collect_texts,
+    find_call,
+    image_text,
+    merge_calls,
+    message_steps,
+    read_parts,
+    result_step,
+    result_text,
+    stamp_steps,
+)
+from stash_ingest.adapters.reading import decode_nested, epoch_ns, nonblank, read_records
 from stash_ingest.traces import Span, Step, Trace, validate_trace
 
-_ROLES = {
-    "system": "system",
-    "developer": "system",
-    "user": "user",
-    "human": "user",
-    "assistant": "assistant",
-    "ai": "assistant",
-    "tool": "tool",
-    "function": "tool",
-}
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_URL_KEY = "url"  # where LangChain's standard content blocks put an image's address
 _EXPECTED = (
     'expected LangSmith runs (id, trace_id, run_type, inputs, outputs) or a {"post": [...], "patch": [...]} batch'
 )
@@ -111,7 +116,7 @@ def _read_trace(trace_id: str, runs: list[Run], where: str) -> Trace:
 
 
 def _start_order(run: Run) -> tuple[bool, int, str]:
-    start = _ns(run.get("start_time"))
+    start = epoch_ns(run.get("start_time"))
     return start is None, start or 0, str(run.get("dotted_order") or "")
 
 
@@ -126,79 +131,30 @@ def _segments(run: Run) -> list[str]:
 
 def _run_id(run: Run) -> str | None:
     segments = _segments(run)
-    return _text(run.get("id")) or (_text(segments[-1]) if segments else None)
+    return nonblank(run.get("id")) or (nonblank(segments[-1]) if segments else None)
 
 
 def _trace_id(run: Run) -> str:
     segments = _segments(run)
-    return _text(run.get("trace_id")) or (_text(segments[0]) if segments else None) or run["id"]
+    return nonblank(run.get("trace_id")) or (nonblank(segments[0]) if segments else None) or run["id"]
 
 
 def _parent_id(run: Run) -> str | None:
     segments = _segments(run)
-    return _text(run.get("parent_run_id")) or (_text(segments[-2]) if len(segments) > 1 else None)
+    return nonblank(run.get("parent_run_id")) or (nonblank(segments[-2]) if len(segments) > 1 else None)
 
 
 # --- the conversation --------------------------------------------------------------------------
 
 
-class _History:
-    """The merged conversation, plus a trie of every call's messages to find what a call repeats."""
-
-    def __init__(self) -> None:
-        self.steps: list[Step] = []
-        self._trie: dict[tuple[int, tuple[Any, ...]], int] = {}
-
-    def add_call(self, inputs: list[Step], outputs: list[Step]) -> tuple[int, ...]:
-        """Append the input beyond the longest known history, then the output; the new step indices."""
-        known = self._known(inputs)
-        node = 0
-        for step in [*inputs, *outputs]:
-            node = self._trie.setdefault((node, _key(step)), len(self._trie) + 1)
-        return self.add_steps([*inputs[known:], *outputs])
-
-    def add_steps(self, steps: list[Step]) -> tuple[int, ...]:
-        """Append steps as they are; the new step indices."""
-        start = len(self.steps)
-        self.steps.extend(steps)
-        return tuple(range(start, len(self.steps)))
-
-    def _known(self, steps: list[Step]) -> int:
-        node = 0
-        for depth, step in enumerate(steps):
-            child = self._trie.get((node, _key(step)))
-            if child is None:
-                return depth
-            node = child
-        return len(steps)
-
-
-def _key(step: Step) -> tuple[Any, ...]:
-    # Timestamps differ between the call that produced a message and the calls that resend it,
-    # and a resent tool result may lack the tool name, so neither takes part in the comparison.
-    tool_input = None if step.tool_input is None else to_json_text(step.tool_input)
-    tool_name = step.tool_name if step.role == "assistant" else None
-    return step.role, step.content.strip(), tool_name, step.tool_call_id, tool_input
-
-
 def _walk(timeline: list[Run]) -> tuple[list[Step], dict[int, tuple[int, ...]]]:
     """The merged steps, and for each run (by position) the steps it contributed."""
     calls = {index: _call_steps(run) for index, run in enumerate(timeline) if run.get("run_type") == "llm"}
-    answered = {step.tool_call_id for pair in calls.values() for step in (*pair[0], *pair[1]) if step.role == "tool"}
-    history = _History()
-    contributed: dict[int, tuple[int, ...]] = {}
-    for index, run in enumerate(timeline):
-        if index in calls:
-            contributed[index] = history.add_call(*calls[index])
-        elif run.get("run_type") == "tool":
-            result = _tool_run_result(run, history.steps, answered)
-            if result is not None:
-                answered.add(result.tool_call_id)
-                contributed[index] = history.add_steps([result])
-    return _name_tool_results(history.steps), contributed
+    tools = {index: run for index, run in enumerate(timeline) if run.get("run_type") == "tool"}
+    return merge_calls(calls, tools, _tool_run_result)
 
 
-def _call_steps(run: Run) -> tuple[list[Step], list[Step]]:
+def _call_steps(run: Run) -> Call:
     """An llm run's prompt and answer as steps, stamped with the run's start and end."""
     inputs = decode_nested(run.get("inputs"))
     prompt: list[Step] = []
@@ -207,7 +163,8 @@ def _call_steps(run: Run) -> tuple[list[Step], list[Step]]:
         prompt = _steps({"role": "system", "content": system}) if system else []
         prompt += _steps(_prompt_messages(inputs), "user")
     outputs = _steps(_answer(decode_nested(run.get("outputs"))), "assistant")
-    return _stamp(prompt, run.get("start_time")), _stamp(outputs, run.get("end_time") or run.get("start_time"))
+    ended = run.get("end_time") or run.get("start_time")
+    return stamp_steps(prompt, run.get("start_time")), stamp_steps(outputs, ended)
 
 
 def _prompt_messages(inputs: dict[str, Any]) -> Any:
@@ -239,66 +196,24 @@ def _tool_run_result(run: Run, steps: list[Step], answered: set[str | None]) -> 
     outputs = run.get("outputs") if isinstance(run.get("outputs"), dict) else {}
     output = decode_nested(outputs.get("output", outputs or None))
     message = _plain(output) if isinstance(output, dict) else None
-    call_id = _text(message.get("tool_call_id")) if message else None
-    name = _text(run.get("name"))
-    pending = [
-        step
-        for step in steps
-        if step.role == "assistant" and step.tool_call_id and step.tool_call_id not in answered
-        if (step.tool_call_id == call_id if call_id else step.tool_name == name)
-    ]
+    call_id = nonblank(message.get("tool_call_id")) if message else None
     inputs = run.get("inputs") if isinstance(run.get("inputs"), dict) else {}
-    call = _pick_call(pending, decode_nested(inputs.get("input", inputs)))
+    call = find_call(steps, answered, call_id, nonblank(run.get("name")), decode_nested(inputs.get("input", inputs)))
     if call is None:
         return None
     content = message.get("content") if message else (output if output is not None else run.get("error"))
     is_error = bool(run.get("error")) or (message is not None and message.get("status") == "error")
     result = _result(call.tool_call_id, call.tool_name, content, is_error)
-    return _stamp([result], run.get("end_time") or run.get("start_time"))[0]
-
-
-def _pick_call(pending: list[Step], tool_input: Any) -> Step | None:
-    matching = [step for step in pending if tool_input in (step.tool_input, {"input": step.tool_input})]
-    if matching:
-        return matching[0]
-    return pending[0] if len(pending) == 1 else None
-
-
-def _name_tool_results(steps: list[Step]) -> list[Step]:
-    names = {step.tool_call_id: step.tool_name for step in steps if step.role == "assistant" and step.tool_name}
-    return [
-        replace(step, tool_name=names[step.tool_call_id])
-        if step.role == "tool" and step.tool_name is None and step.tool_call_id in names
-        else step
-        for step in steps
-    ]
+    return stamp_steps([result], run.get("end_time") or run.get("start_time"))[0]
 
 
 # --- messages ----------------------------------------------------------------------------------
 
 
-@dataclass
-class _Parts:
-    """One message's content, sorted by what becomes of it."""
-
-    texts: list[str] = field(default_factory=list)
-    calls: list[Step] = field(default_factory=list)
-    results: list[Step] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)
-
-
 def _steps(value: Any, role: str = "user") -> list[Step]:
     """Steps from one message or a list of them; `role` is for bare strings. Unusable items are skipped."""
-    steps: list[Step] = []
-    reasoning: list[str] = []
-    for item in value if isinstance(value, list) and not _is_pair(value) else [value]:
-        produced, thoughts = _item_steps(decode_nested(item), role)
-        reasoning.extend(thoughts)
-        if produced and reasoning:
-            produced[0] = replace(produced[0], metadata={**produced[0].metadata, "reasoning": "\n".join(reasoning)})
-            reasoning = []
-        steps.extend(produced)
-    return steps
+    items = value if isinstance(value, list) and not _is_pair(value) else [value]
+    return attach_reasoning(_item_steps(decode_nested(item), role) for item in items)
 
 
 def _item_steps(item: Any, role: str) -> tuple[list[Step], list[str]]:
@@ -310,11 +225,11 @@ def _item_steps(item: Any, role: str) -> tuple[list[Step], list[str]]:
         return [], []
     kind = message.get("type")
     if kind == "function_call":
-        return _maybe(_call(message.get("call_id"), message.get("name"), message.get("arguments"))), []
+        return call_steps(message.get("call_id"), message.get("name"), message.get("arguments")), []
     if kind == "function_call_output":
         return [_result(message.get("call_id"), None, message.get("output"), False)], []
     if kind == "reasoning" and "role" not in message:
-        return [], _texts(message.get("summary"))
+        return [], collect_texts(message.get("summary"))
     return _message_steps(message)
 
 
@@ -327,7 +242,7 @@ def _plain(item: Any) -> dict[str, Any] | None:
         return {**kwargs, "role": _lc_role(item.get("id"), kwargs)}
     if isinstance(item.get("data"), dict) and isinstance(item.get("type"), str):
         return {**item["data"], "role": item["data"].get("role", item["type"])}
-    if "role" not in item and isinstance(item.get("type"), str) and item["type"] in _ROLES and "content" in item:
+    if "role" not in item and isinstance(item.get("type"), str) and item["type"] in ROLES and "content" in item:
         return {**item, "role": item["type"]}
     return item
 
@@ -343,76 +258,67 @@ def _lc_role(path: Any, kwargs: dict[str, Any]) -> Any:
 
 
 def _message_steps(message: dict[str, Any]) -> tuple[list[Step], list[str]]:
-    role = _ROLES.get(message["role"].lower()) if isinstance(message.get("role"), str) else None
+    role = ROLES.get(message["role"].lower()) if isinstance(message.get("role"), str) else None
     if role is None:
         return [], []
     if role == "tool":
         is_error = message.get("status") == "error" or message.get("is_error") is True
         return [_result(message.get("tool_call_id"), message.get("name"), message.get("content"), is_error)], []
     parts = _parts(message)
-    text = "\n".join(piece for piece in parts.texts if piece)
-    step = [Step(role, text)] if text.strip() else []
-    ordered = [*step, *parts.calls, *parts.results] if role == "assistant" else [*parts.results, *step, *parts.calls]
-    return ordered, parts.reasoning
+    return message_steps(role, parts), parts.reasoning
 
 
-def _parts(message: dict[str, Any]) -> _Parts:
-    parts = _Parts()
-    content = message.get("content")
-    for block in content if isinstance(content, list) else [content]:
-        if isinstance(block, str):
-            parts.texts.append(block)
-        elif isinstance(block, dict) and isinstance(block.get("type"), str) and block["type"] in _BLOCKS:
-            _BLOCKS[block["type"]](parts, block)
+def _parts(message: dict[str, Any]) -> Parts:
+    parts = read_parts(message.get("content"), _BLOCKS)
     extra = message.get("additional_kwargs") if isinstance(message.get("additional_kwargs"), dict) else {}
     for entry in _tool_calls(message, extra):
         if not any(call.tool_call_id == entry.tool_call_id for call in parts.calls if call.tool_call_id):
             parts.calls.append(entry)
-    parts.reasoning.extend(_texts(extra.get("reasoning_content")))
+    parts.reasoning.extend(collect_texts(extra.get("reasoning_content")))
     return parts
 
 
 def _tool_calls(message: dict[str, Any], extra: dict[str, Any]) -> list[Step]:
     """LangChain's parsed `tool_calls` ({name, args, id}), else the provider's raw ones ({id, function})."""
     raw = message.get("tool_calls") or extra.get("tool_calls")
-    calls: list[Step | None] = []
+    calls: list[Step] = []
     for entry in raw if isinstance(raw, list) else []:
         function = entry.get("function") if isinstance(entry, dict) else None
         if isinstance(function, dict):
-            calls.append(_call(entry.get("id"), function.get("name"), function.get("arguments")))
+            calls.extend(call_steps(entry.get("id"), function.get("name"), function.get("arguments")))
         elif isinstance(entry, dict):
-            calls.append(_call(entry.get("id"), entry.get("name"), entry.get("args", entry.get("arguments"))))
+            calls.extend(call_steps(entry.get("id"), entry.get("name"), entry.get("args", entry.get("arguments"))))
     legacy = message.get("function_call") or extra.get("function_call")
     if isinstance(legacy, dict):
-        calls.append(_call(None, legacy.get("name"), legacy.get("arguments")))
-    return [call for call in calls if call is not None]
+        calls.extend(call_steps(None, legacy.get("name"), legacy.get("arguments")))
+    return calls
 
 
-def _add_text(parts: _Parts, block: dict[str, Any]) -> None:
+def _add_text(parts: Parts, block: dict[str, Any]) -> None:
     text = block.get("text", block.get("refusal"))
     if isinstance(text, str):
         parts.texts.append(text)
 
 
-def _add_call(parts: _Parts, block: dict[str, Any]) -> None:
-    parts.calls.extend(_maybe(_call(block.get("id"), block.get("name"), block.get("input"))))
+def _add_call(parts: Parts, block: dict[str, Any]) -> None:
+    parts.calls.extend(call_steps(block.get("id"), block.get("name"), block.get("input")))
 
 
-def _add_result(parts: _Parts, block: dict[str, Any]) -> None:
+def _add_result(parts: Parts, block: dict[str, Any]) -> None:
     is_error = block.get("is_error") is True
     parts.results.append(_result(block.get("tool_use_id"), None, block.get("content"), is_error))
 
 
-def _add_reasoning(parts: _Parts, block: dict[str, Any]) -> None:
+def _add_reasoning(parts: Parts, block: dict[str, Any]) -> None:
     text = block.get("thinking", block.get("reasoning", block.get("text")))
-    parts.reasoning.extend(_texts(block.get("summary")) if text is None else _texts(text))
+    parts.reasoning.extend(collect_texts(block.get("summary")) if text is None else collect_texts(text))
 
 
-def _add_image(parts: _Parts, block: dict[str, Any]) -> None:
-    parts.texts.append(_image_text(block))
+def _add_image(parts: Parts, block: dict[str, Any]) -> None:
+    parts.texts.append(image_text(block, _URL_KEY))
 
 
-_BLOCKS: dict[str, Callable[[_Parts, dict[str, Any]], None]] = {
+_BLOCKS: dict[str, BlockReader] = {
     "text": _add_text,
     "input_text": _add_text,
     "output_text": _add_text,
@@ -427,58 +333,13 @@ _BLOCKS: dict[str, Callable[[_Parts, dict[str, Any]], None]] = {
 }
 
 
-def _image_text(block: dict[str, Any]) -> str:
-    """An image's place in text: its http(s) URL when it has one, never a data URL."""
-    url = block.get("image_url", block.get("url"))
-    if isinstance(url, dict):
-        url = url.get("url")
-    source = block.get("source")
-    if isinstance(source, dict) and source.get("type") == "url":
-        url = source.get("url")
-    return f"[image: {url}]" if isinstance(url, str) and url.startswith(("http://", "https://")) else "[image]"
-
-
-def _call(call_id: Any, name: Any, arguments: Any) -> Step | None:
-    if not isinstance(name, str) or not name:
-        return None
-    return Step("assistant", "", tool_name=name, tool_input=as_object(arguments), tool_call_id=_text(call_id))
-
-
 def _result(call_id: Any, name: Any, output: Any, is_error: bool) -> Step:
-    metadata = {"is_error": True} if is_error else {}
-    return Step("tool", _result_text(output), tool_name=_text(name), tool_call_id=_text(call_id), metadata=metadata)
-
-
-def _result_text(value: Any) -> str:
-    """A tool result as text: strings as they are, block lists joined by newlines, objects as JSON."""
-    if isinstance(value, list):
-        return "\n".join(_block_text(block) for block in value)
-    return "" if value is None else to_json_text(value)
-
-
-def _block_text(block: Any) -> str:
-    if isinstance(block, dict) and block.get("type") in ("text", "input_text", "output_text"):
-        return str(block.get("text", ""))
-    if isinstance(block, dict) and block.get("type") in ("image", "image_url", "input_image"):
-        return _image_text(block)
-    return to_json_text(block)
-
-
-def _texts(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value] if value.strip() else []
-    if isinstance(value, list):
-        return [text for entry in value for text in _texts(entry.get("text") if isinstance(entry, dict) else entry)]
-    return []
+    return result_step(call_id, name, result_text(output, _URL_KEY), is_error)
 
 
 def _is_pair(value: Any) -> bool:
     """A LangChain message tuple such as ["human", "hello"]."""
     return isinstance(value, list) and len(value) == 2 and all(isinstance(part, str) for part in value)
-
-
-def _maybe(step: Step | None) -> list[Step]:
-    return [] if step is None else [step]
 
 
 # --- trace facts and spans ---------------------------------------------------------------------
@@ -490,13 +351,13 @@ def _trace_metadata(trace_id: str, timeline: list[Run]) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     for key, value in (
         ("run_name", root.get("name")),
-        ("session_name", next((run["session_name"] for run in timeline if _text(run.get("session_name"))), None)),
+        ("session_name", next((run["session_name"] for run in timeline if nonblank(run.get("session_name"))), None)),
         ("provider", next(filter(None, (_run_metadata(run).get("ls_provider") for run in llm_runs)), None)),
         ("thread_id", next(filter(None, (_run_metadata(run).get("thread_id") for run in timeline)), None)),
         ("sdk", _runtime(root).get("sdk")),
         ("sdk_version", _runtime(root).get("sdk_version")),
     ):
-        if _text(value):
+        if nonblank(value):
             metadata[key] = value
     if isinstance(root.get("tags"), list) and root["tags"]:
         metadata["tags"] = root["tags"]
@@ -513,7 +374,7 @@ def _model(run: Run) -> str | None:
     params = extra.get("invocation_params") if isinstance(extra.get("invocation_params"), dict) else {}
     inputs = run.get("inputs") if isinstance(run.get("inputs"), dict) else {}
     candidates = (_run_metadata(run).get("ls_model_name"), params.get("model"), params.get("model_name"))
-    return next((model for model in (*candidates, inputs.get("model")) if _text(model)), None)
+    return next((model for model in (*candidates, inputs.get("model")) if nonblank(model)), None)
 
 
 def _usage(llm_runs: list[Run]) -> dict[str, int]:
@@ -560,7 +421,7 @@ def _spans(timeline: list[Run], contributed: dict[int, tuple[int, ...]]) -> tupl
 
 def _span(run: Run, step_indices: tuple[int, ...]) -> Span | None:
     """One run as a span; a run without a start time has none."""
-    start = _ns(run.get("start_time"))
+    start = epoch_ns(run.get("start_time"))
     if start is None:
         return None
     output = decode_nested(run.get("outputs"))
@@ -568,46 +429,13 @@ def _span(run: Run, step_indices: tuple[int, ...]) -> Span | None:
         output = {**(output if isinstance(output, dict) else {}), "error": run["error"]}
     return Span(
         id=run["id"],
-        name=_text(run.get("name")) or str(run.get("run_type") or "run"),
+        name=nonblank(run.get("name")) or str(run.get("run_type") or "run"),
         start_ns=start,
-        end_ns=max(start, _ns(run.get("end_time")) or start),
+        end_ns=max(start, epoch_ns(run.get("end_time")) or start),
         parent_id=_parent_id(run),
-        kind=_text(run.get("run_type")),
+        kind=nonblank(run.get("run_type")),
         # An llm run's input is the whole history again; the steps already hold it.
         input=None if run.get("run_type") == "llm" else decode_nested(run.get("inputs")),
         output=output,
         step_indices=step_indices,
     )
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value.strip() else None
-
-
-# --- time --------------------------------------------------------------------------------------
-
-
-def _moment(value: Any) -> datetime | None:
-    """ISO-8601 (`Z`, offset or naive, which LangSmith writes for UTC) or epoch milliseconds (JS SDK), in UTC."""
-    try:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return _EPOCH + timedelta(milliseconds=value)
-        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
-        if moment is None:
-            return None
-        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    except (ValueError, OverflowError):
-        return None
-
-
-def _ns(value: Any) -> int | None:
-    moment = _moment(value)
-    return None if moment is None else (moment - _EPOCH) // timedelta(microseconds=1) * 1000
-
-
-def _stamp(steps: list[Step], value: Any) -> list[Step]:
-    moment = _moment(value)
-    if moment is None:
-        return steps
-    timestamp = moment.isoformat(timespec="microseconds")
-    return [replace(step, metadata={**step.metadata, "timestamp": timestamp}) for step in steps]

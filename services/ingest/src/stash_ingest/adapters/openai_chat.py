@@ -10,15 +10,14 @@ JSON text, sometimes encoded twice (the cookbook's drone file); legacy `function
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from stash_common.errors import InvalidArgument
-from stash_ingest.adapters.reading import Record, as_object, read_records, to_json_text
+from stash_ingest.adapters.messages import media_text, with_metadata
+from stash_ingest.adapters.reading import Record, as_object, json_type, read_records, timestamp_metadata, to_json_text
 from stash_ingest.traces import Step, Trace, validate_trace
 
 ANTHROPIC_BLOCK_TYPES = frozenset({"image", "tool_use", "tool_result", "thinking", "redacted_thinking", "document"})
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 ToolNames = dict[str, str]  # tool_call_id → tool name, so a result can name the tool it answers
 
@@ -90,7 +89,7 @@ def _read_unit(value: Any, where: str) -> list[tuple[str, Trace]]:
 def _request_trace(document: dict[str, Any], where: str) -> Trace:
     messages = document["messages"]
     if not isinstance(messages, list):
-        raise InvalidArgument(f"{where}: messages", f"must be an array of messages, not {_json_type(messages)}")
+        raise InvalidArgument(f"{where}: messages", f"must be an array of messages, not {json_type(messages)}")
     metadata: dict[str, Any] = {}
     if isinstance(document.get("model"), str):
         metadata["model"] = document["model"]
@@ -116,15 +115,14 @@ def _response_traces(document: dict[str, Any], where: str) -> list[tuple[str, Tr
     if not isinstance(choices, list) or not choices:
         raise InvalidArgument(f"{where}: choices", "must be a non-empty array of choices with `message`")
     response_id = document.get("id") if isinstance(document.get("id"), str) else None
-    created = _timestamp(document.get("created"))
-    stamp = {"timestamp": created} if created else {}
+    stamp = timestamp_metadata(document.get("created"))
     traces = []
     for index, choice in enumerate(choices):
         at = f"{where}: choices[{index}]"
         message = choice.get("message") if isinstance(choice, dict) else None
         if not isinstance(message, dict):
             raise InvalidArgument(f"{at}.message", "must be a message object (streamed chunks are not supported)")
-        steps = tuple(_with_metadata(step, stamp) for step in _message_steps(message, f"{at}.message", {}))
+        steps = tuple(with_metadata(step, stamp) for step in _message_steps(message, f"{at}.message", {}))
         external_id = response_id if response_id is None or len(choices) == 1 else f"{response_id}#{index}"
         metadata = _response_metadata(document, choice)
         traces.append((at if len(choices) > 1 else where, Trace(steps, external_id, metadata=metadata)))
@@ -155,30 +153,21 @@ def _conversation(messages: list[Any], prefix: str) -> tuple[Step, ...]:
 
 def _message_steps(message: Any, at: str, names: ToolNames) -> list[Step]:
     if not isinstance(message, dict):
-        raise InvalidArgument(at, f"must be a message object with `role`, not {_json_type(message)}")
+        raise InvalidArgument(at, f"must be a message object with `role`, not {json_type(message)}")
     reader = _reader(message.get("role"))
     if reader is None:
         roles = ", ".join(_MESSAGE_READERS)
         raise InvalidArgument(f"{at}.role", f"must be one of {roles}, not {message.get('role')!r}")
-    return [_with_metadata(step, _message_metadata(message)) for step in reader(message, at, names)]
+    return [with_metadata(step, _message_metadata(message)) for step in reader(message, at, names)]
 
 
 def _message_metadata(message: dict[str, Any]) -> dict[str, Any]:
-    metadata: dict[str, Any] = {}
-    recorded = _timestamp(message.get("timestamp", message.get("created_at")))
-    if recorded:
-        metadata["timestamp"] = recorded
+    metadata = timestamp_metadata(message.get("timestamp", message.get("created_at")))
     if isinstance(message.get("weight"), int | float) and not isinstance(message.get("weight"), bool):
         metadata["weight"] = message["weight"]  # fine-tuning: 0 means "do not train on this message"
     if isinstance(message.get("name"), str) and message.get("role") in ("system", "developer", "user"):
         metadata["name"] = message["name"]
     return metadata
-
-
-def _with_metadata(step: Step, extra: dict[str, Any]) -> Step:
-    if not extra:
-        return step
-    return Step(step.role, step.content, step.tool_name, step.tool_input, step.tool_call_id, {**step.metadata, **extra})
 
 
 def _system_steps(message: dict[str, Any], at: str, names: ToolNames) -> list[Step]:
@@ -197,14 +186,14 @@ def _assistant_steps(message: dict[str, Any], at: str, names: ToolNames) -> list
     steps = ([Step("assistant", text)] if text or not calls else []) + calls
     reasoning = message.get("reasoning_content", message.get("reasoning"))
     if isinstance(reasoning, str) and reasoning:
-        steps[0] = _with_metadata(steps[0], {"reasoning": reasoning})
+        steps[0] = with_metadata(steps[0], {"reasoning": reasoning})
     return steps
 
 
 def _tool_call_steps(message: dict[str, Any], at: str, names: ToolNames) -> list[Step]:
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
-        raise InvalidArgument(f"{at}.tool_calls", f"must be an array of tool calls, not {_json_type(calls)}")
+        raise InvalidArgument(f"{at}.tool_calls", f"must be an array of tool calls, not {json_type(calls)}")
     steps = [_tool_call_step(call, f"{at}.tool_calls[{index}]", names) for index, call in enumerate(calls)]
     if message.get("function_call") is not None:
         legacy = {"type": "function", "function": message["function_call"]}
@@ -214,7 +203,7 @@ def _tool_call_steps(message: dict[str, Any], at: str, names: ToolNames) -> list
 
 def _tool_call_step(call: Any, at: str, names: ToolNames) -> Step:
     if not isinstance(call, dict):
-        raise InvalidArgument(at, f"must be a tool call object, not {_json_type(call)}")
+        raise InvalidArgument(at, f"must be a tool call object, not {json_type(call)}")
     kind = _text(call.get("type")) or "function"
     body = call.get(kind)
     if not isinstance(body, dict) or not isinstance(body.get("name"), str):
@@ -229,7 +218,7 @@ def _tool_call_step(call: Any, at: str, names: ToolNames) -> Step:
 def _tool_steps(message: dict[str, Any], at: str, names: ToolNames) -> list[Step]:
     call_id = message.get("tool_call_id")
     if call_id is not None and not isinstance(call_id, str):
-        raise InvalidArgument(f"{at}.tool_call_id", f"must be a string, not {_json_type(call_id)}")
+        raise InvalidArgument(f"{at}.tool_call_id", f"must be a string, not {json_type(call_id)}")
     name = names.get(call_id) if call_id is not None else None
     if name is None and isinstance(message.get("name"), str):
         name = message["name"]
@@ -251,7 +240,7 @@ def _content_text(content: Any, at: str) -> str:
     if content is None or isinstance(content, str):
         return content or ""
     if not isinstance(content, list):
-        raise InvalidArgument(at, f"must be a string, null or an array of content parts, not {_json_type(content)}")
+        raise InvalidArgument(at, f"must be a string, null or an array of content parts, not {json_type(content)}")
     texts = [_part_text(part, f"{at}[{index}]") for index, part in enumerate(content)]
     return "\n".join(text for text in texts if text)
 
@@ -260,45 +249,19 @@ def _part_text(part: Any, at: str) -> str:
     if isinstance(part, str):
         return part
     if not isinstance(part, dict):
-        raise InvalidArgument(at, f"must be a content part object with `type`, not {_json_type(part)}")
+        raise InvalidArgument(at, f"must be a content part object with `type`, not {json_type(part)}")
     kind = part.get("type")
     if kind in ("text", "refusal"):
         text = part.get(kind)
         if not isinstance(text, str):
-            raise InvalidArgument(f"{at}.{kind}", f"must be a string, not {_json_type(text)}")
+            raise InvalidArgument(f"{at}.{kind}", f"must be a string, not {json_type(text)}")
         return text
     if kind == "image_url":
         image = part.get("image_url")
-        return _image_text(image.get("url") if isinstance(image, dict) else image)
+        return media_text(image.get("url") if isinstance(image, dict) else image)
     if kind == "file" and isinstance(part.get("file"), dict) and isinstance(part["file"].get("filename"), str):
         return f"[file: {part['file']['filename']}]"
     return f"[{kind}]" if isinstance(kind, str) else ""
-
-
-def _image_text(url: Any) -> str:
-    # Data URLs can be megabytes of base64; only a fetchable address is worth keeping.
-    if isinstance(url, str) and url.startswith(("http://", "https://")):
-        return f"[image: {url}]"
-    return "[image]"
-
-
-def _timestamp(value: Any) -> str | None:
-    """ISO-8601 in UTC with microseconds, from ISO text (naive = UTC) or epoch seconds / milliseconds."""
-    try:
-        moment = _moment(value)
-    except (ValueError, OverflowError):
-        return None
-    return moment.astimezone(UTC).isoformat(timespec="microseconds") if moment else None
-
-
-def _moment(value: Any) -> datetime | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        # Epoch seconds stay below 1e11 until the year 5138; anything larger is milliseconds.
-        return _EPOCH + (timedelta(milliseconds=value) if abs(value) >= 1e11 else timedelta(seconds=value))
-    if not isinstance(value, str):
-        return None
-    moment = datetime.fromisoformat(value)
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _text(value: Any) -> str | None:
@@ -307,18 +270,6 @@ def _text(value: Any) -> str | None:
 
 def _reader(role: Any) -> MessageReader | None:
     return _MESSAGE_READERS.get(role) if isinstance(role, str) else None
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
 
 
 MessageReader = Callable[[dict[str, Any], str, ToolNames], list[Step]]

@@ -51,11 +51,19 @@ import binascii
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any
 
 from stash_common.errors import InvalidArgument
-from stash_ingest.adapters.reading import Record, as_object, decode_nested, load_json, read_records, to_json_text
+from stash_ingest.adapters.messages import ROLES, media_text, with_metadata
+from stash_ingest.adapters.reading import (
+    Record,
+    as_object,
+    decode_nested,
+    load_json,
+    read_records,
+    timestamp_from_ns,
+    to_json_text,
+)
 from stash_ingest.traces import Span, Step, Trace, validate_trace
 
 SpanDict = dict[str, Any]  # an OTLP/JSON span plus "resource" and "scope" (see the module docstring)
@@ -83,18 +91,7 @@ OPERATION_KINDS: Mapping[str, str] = {
     "embeddings": "embedding",
 }
 SPAN_KINDS = ("unspecified", "internal", "server", "client", "producer", "consumer")
-ROLE_ALIASES: Mapping[str, str] = {
-    "system": "system",
-    "developer": "system",
-    "user": "user",
-    "human": "user",
-    "assistant": "assistant",
-    "model": "assistant",
-    "ai": "assistant",
-    "tool": "tool",
-    "function": "tool",
-    "ipython": "tool",
-}
+ROLE_ALIASES: Mapping[str, str] = {**ROLES, "model": "assistant", "ipython": "tool"}  # Gemini's and Llama's names
 MAX_VALUE_CHARS = 16_384
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2})+")
 
@@ -208,8 +205,8 @@ def _group_records(records: Sequence[Record]) -> dict[str, list[SpanDict]]:
     positions: dict[tuple[str, str], int] = {}
     for where, document in records:
         _check_document(document, where)
-        for at, span in _spans_of(document, where):
-            trace_id, span_id = _check_span(span, at)
+        for at, span in spans_of(document, where):
+            trace_id, span_id = check_span(span, at)
             spans = groups.setdefault(trace_id, [])
             if span_id:
                 positions[trace_id, span_id] = len(spans)
@@ -220,7 +217,7 @@ def _group_records(records: Sequence[Record]) -> dict[str, list[SpanDict]]:
     return groups
 
 
-def _check_span(span: Mapping[str, Any], where: str) -> tuple[str, str]:
+def check_span(span: Mapping[str, Any], where: str) -> tuple[str, str]:
     """The span's trace and span ids; bad ids or times are reported here, where the line is known."""
     for key in ("startTimeUnixNano", "endTimeUnixNano"):
         _nanos(span.get(key), f"{where}.{key}")
@@ -233,7 +230,8 @@ def _check_document(document: Any, where: str) -> None:
         raise InvalidArgument(where, "expected an OTLP/JSON object with a resourceSpans or resourceLogs list")
 
 
-def _spans_of(document: Mapping[str, Any], where: str) -> Iterable[tuple[str, SpanDict]]:
+def spans_of(document: Mapping[str, Any], where: str) -> Iterable[tuple[str, SpanDict]]:
+    """Each span of a document as a span dict (with its resource and scope), and where it stands."""
     for i, resource_spans in _objects(document, "resourceSpans", where):
         at = f"{where}: resourceSpans[{i}]"
         resource = resource_spans.get("resource") or {}
@@ -444,9 +442,9 @@ def _call_of(view: _SpanView, where: str) -> _Call | None:
     outputs = _first_source(_OUTPUT_SOURCES, view, where)
     if not inputs and not outputs:
         return None
-    moment = _iso(view.end_ns) if view.end_ns else None
+    moment = timestamp_from_ns(view.end_ns) if view.end_ns else None
     stamp = {"timestamp": moment} if moment else {}
-    output_steps = [_stamped(step, stamp) for at, message in outputs for step in _message_steps(message, at)]
+    output_steps = [with_metadata(step, stamp) for at, message in outputs for step in _message_steps(message, at)]
     return _Call(view, _dedupe_system(_steps_of(inputs)), output_steps)
 
 
@@ -478,10 +476,6 @@ def _dedupe_system(steps: list[Step]) -> list[Step]:
     if len(steps) > 1 and steps[0].role == steps[1].role == "system" and steps[0].content == steps[1].content:
         return steps[1:]
     return steps
-
-
-def _stamped(step: Step, stamp: Mapping[str, Any]) -> Step:
-    return replace(step, metadata={**step.metadata, **stamp})
 
 
 def _genai_value(view: _SpanView, key: str, where: str) -> tuple[Any, str]:
@@ -705,7 +699,7 @@ def _message_steps(message: Message, where: str) -> list[Step]:
     if not steps:
         steps.append(Step(role, ""))
     if reasoning:
-        steps[0] = _stamped(steps[0], {"reasoning": "\n".join(reasoning)})
+        steps[0] = with_metadata(steps[0], {"reasoning": "\n".join(reasoning)})
     return steps
 
 
@@ -724,17 +718,10 @@ def _flush_text(steps: list[Step], texts: list[str], role: str) -> None:
 
 def _part_text(part: Mapping[str, Any]) -> str | None:
     if part.get("type") in ("uri", "blob", "file", "image"):
-        return _media_text(part)
+        modality = part.get("modality") if isinstance(part.get("modality"), str) else "image"
+        return media_text(part.get("uri"), modality)
     content = part.get("content")
     return content if isinstance(content, str) else None
-
-
-def _media_text(part: Mapping[str, Any]) -> str:
-    modality = part.get("modality") if isinstance(part.get("modality"), str) else "image"
-    uri = part.get("uri")
-    if isinstance(uri, str) and uri.startswith(("http://", "https://")):
-        return f"[{modality}: {uri}]"
-    return f"[{modality}]"  # data URLs and inline bytes never become content
 
 
 def _tool_call_step(part: Mapping[str, Any]) -> Step:
@@ -878,14 +865,6 @@ def _span_value(attributes: Mapping[str, Any], *keys: str) -> Any:
     if len(text) > MAX_VALUE_CHARS:  # spans are for the timeline; the full messages are already steps
         return f"{text[:MAX_VALUE_CHARS]}… [truncated, {len(text)} characters]"
     return decoded
-
-
-def _iso(nanos: int) -> str | None:
-    try:
-        moment = datetime.fromtimestamp(nanos // 1_000_000_000, tz=UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
-    return moment.replace(microsecond=nanos % 1_000_000_000 // 1000).isoformat(timespec="microseconds")
 
 
 def _trace_where(trace_id: str) -> str:

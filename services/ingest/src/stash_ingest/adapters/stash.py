@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from stash_common.errors import InvalidArgument
-from stash_ingest.adapters.reading import Record, read_records, split_jsonl
+from stash_ingest.adapters.reading import Record, json_type, read_records, split_jsonl
 from stash_ingest.traces import ROLES, Span, Step, Trace, validate_trace
 
 TRACE_FIELDS = ("id", "title", "metadata", "steps", "spans")
@@ -150,7 +150,7 @@ def _read_span(value: Any, at: str) -> Span:
 
 def _object(value: Any, at: str, reason: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise InvalidArgument(at, f"{reason}, not {_json_type(value)}")
+        raise InvalidArgument(at, f"{reason}, not {json_type(value, show_value=True)}")
     return value
 
 
@@ -163,7 +163,7 @@ def _reject_unknown(document: dict[str, Any], known: tuple[str, ...], prefix: st
 def _string(document: dict[str, Any], key: str, prefix: str) -> str | None:
     value = document.get(key)
     if value is not None and not isinstance(value, str):
-        raise InvalidArgument(f"{prefix}{key}", f"must be a string, not {_json_type(value)}")
+        raise InvalidArgument(f"{prefix}{key}", f"must be a string, not {json_type(value, show_value=True)}")
     return value
 
 
@@ -177,7 +177,7 @@ def _required_string(document: dict[str, Any], key: str, prefix: str) -> str:
 def _mapping(document: dict[str, Any], key: str, prefix: str) -> dict[str, Any] | None:
     value = document.get(key)
     if value is not None and not isinstance(value, dict):
-        raise InvalidArgument(f"{prefix}{key}", f"must be an object, not {_json_type(value)}")
+        raise InvalidArgument(f"{prefix}{key}", f"must be an object, not {json_type(value, show_value=True)}")
     return value
 
 
@@ -186,7 +186,7 @@ def _array(document: dict[str, Any], key: str, prefix: str, required: bool) -> l
     if value is None and not required:
         return []
     if not isinstance(value, list):
-        raise InvalidArgument(f"{prefix}{key}", f"must be an array, not {_json_type(value)}")
+        raise InvalidArgument(f"{prefix}{key}", f"must be an array, not {json_type(value, show_value=True)}")
     return value
 
 
@@ -196,9 +196,10 @@ def _nanoseconds(document: dict[str, Any], key: str, prefix: str) -> int:
         return int(value)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
+    shown = json_type(value, show_value=True)
     raise InvalidArgument(
         f"{prefix}{key}",
-        f'must be nanoseconds since the epoch as a decimal string ("1700000000000000000"), not {_json_type(value)}',
+        f'must be nanoseconds since the epoch as a decimal string ("1700000000000000000"), not {shown}',
     )
 
 
@@ -206,17 +207,6 @@ def _step_indices(document: dict[str, Any], prefix: str) -> tuple[int, ...]:
     values = _array(document, "step_indices", prefix, required=False)
     for index, value in enumerate(values):
         if not isinstance(value, int) or isinstance(value, bool):
-            raise InvalidArgument(f"{prefix}step_indices[{index}]", f"must be an integer, not {_json_type(value)}")
+            shown = json_type(value, show_value=True)
+            raise InvalidArgument(f"{prefix}step_indices[{index}]", f"must be an integer, not {shown}")
     return tuple(values)
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return f"a number ({value!r})"
-    if isinstance(value, str):
-        return f"a string ({value[:40]!r})"
-    return "an array" if isinstance(value, list) else "an object"

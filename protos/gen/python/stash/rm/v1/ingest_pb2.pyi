@@ -249,22 +249,26 @@ class IngestOtlpSpansRequest(_message.Message):
     OWNER_ID_FIELD_NUMBER: _builtins.int
     SOURCE_ID_FIELD_NUMBER: _builtins.int
     EXPORT_TRACE_SERVICE_REQUEST_FIELD_NUMBER: _builtins.int
+    EXPORT_TRACE_SERVICE_REQUEST_JSON_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """The authenticated owner (a full-access key)."""
     source_id: _builtins.str
     """Source id from the X-Stash-Trace-Source header; unset for none."""
     export_trace_service_request: _builtins.bytes
-    """A serialized opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest (JSON already converted)."""
+    """A serialized opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest (OTLP/HTTP protobuf or gRPC)."""
+    export_trace_service_request_json: _builtins.bytes
+    """The same request as OTLP/JSON (hex ids, as OTLP/HTTP JSON sends it); set instead of field 3."""
     def __init__(
         self,
         *,
         owner_id: _builtins.str = ...,
         source_id: _builtins.str | None = ...,
         export_trace_service_request: _builtins.bytes = ...,
+        export_trace_service_request_json: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_source_id", b"_source_id", "source_id", b"source_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_source_id", b"_source_id", "export_trace_service_request", b"export_trace_service_request", "owner_id", b"owner_id", "source_id", b"source_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_source_id", b"_source_id", "export_trace_service_request", b"export_trace_service_request", "export_trace_service_request_json", b"export_trace_service_request_json", "owner_id", b"owner_id", "source_id", b"source_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__source_id: _TypeAlias = _typing.Literal["source_id"]  # noqa: Y015
     _WhichOneofArgType__source_id: _TypeAlias = _typing.Literal["_source_id", b"_source_id"]  # noqa: Y015

@@ -26,7 +26,6 @@ def upgrade() -> None:
         sa.Column("metadata", sa.JSON, nullable=False),
         sa.Column("revision", sa.Integer, nullable=False),
         sa.Column("step_count", sa.Integer, nullable=False),
-        sa.Column("listed", sa.Boolean, nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.UniqueConstraint("owner_id", "external_id", name="uq_traces_owner_external_id"),
