@@ -10,8 +10,8 @@ until the count stops growing. Rows:
 - `stash-rm SIGTERM`: the same load, with the gateway sent SIGTERM mid-load; it drains
   in-flight requests and exits, and `lost` counts accepted spans that were not stored.
 - `phoenix sqlite` / `phoenix postgres`: Phoenix's OTLP receiver (only with --phoenix-python,
-  a Python that has `arize-phoenix` installed: `python3 -m venv .phoenix && .phoenix/bin/pip
-  install arize-phoenix`).
+  a Python that has `arize-phoenix` and `asyncpg` installed: `python3 -m venv .phoenix &&
+  .phoenix/bin/pip install arize-phoenix asyncpg`).
 
     .venv/bin/python bench/otlp_load.py [--seconds 30] [--concurrency 2] [--phoenix-python .phoenix/bin/python]
 
@@ -204,17 +204,22 @@ def phoenix(python: str, postgres_url: str | None) -> Iterator[tuple[int, Path]]
         [python, "-m", "phoenix.server.main", "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.5)
+        deadline = time.monotonic() + 180
+        while not _answers_ok(f"http://127.0.0.1:{port}/healthz"):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"phoenix did not start (exit code {process.poll()}); is asyncpg installed for PG?")
+            time.sleep(0.5)
         yield port, work / "phoenix.db"
     finally:
         process.terminate()
         process.wait(timeout=60)
+
+
+def _answers_ok(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def main() -> None:
@@ -222,9 +227,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--drain-timeout", type=float, default=180)
+    parser.add_argument(
+        "--settle", type=float, default=30, help="stop counting once persisted spans are flat this long"
+    )
     parser.add_argument("--phoenix-python", help="a Python with arize-phoenix installed; omit to skip Phoenix")
+    parser.add_argument("--skip-stash", action="store_true", help="run only the Phoenix rows")
     args = parser.parse_args()
-    rows = stash_rows(args) + (phoenix_rows(args) if args.phoenix_python else [])
+    rows = ([] if args.skip_stash else stash_rows(args)) + (phoenix_rows(args) if args.phoenix_python else [])
     table = Table(*(title for _, title in COLUMNS), title=f"OTLP/HTTP protobuf, 512 spans/request, {args.seconds:.0f}s")
     for row in rows:
         table.add_row(*(str(row.get(key, "")) for key, _ in COLUMNS))

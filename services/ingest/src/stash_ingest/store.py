@@ -54,7 +54,8 @@ class TraceRow(Base):
 
     __tablename__ = "traces"
     __table_args__ = (
-        UniqueConstraint("owner_id", "external_id", name="uq_traces_owner_external_id"),
+        # external_id leads: upserts look hundreds of one owner's external ids up at once.
+        UniqueConstraint("external_id", "owner_id", name="uq_traces_external_id_owner"),
         Index("ix_traces_owner_created", "owner_id", "created_at"),
     )
 
@@ -146,16 +147,20 @@ def find_trace_row(session: Session, owner_id: str, trace_id: str) -> TraceRow:
 
 
 def find_by_external_ids(session: Session, owner_id: str, external_ids: Sequence[str]) -> dict[str, TraceRow]:
-    """The owner's traces with these external ids, locked for update (in id order, to avoid deadlocks)."""
+    """The owner's traces with these external ids, locked for update (in id order, to avoid deadlocks).
+
+    Filtering by external id alone keeps the planner on the (external_id, owner_id) index even before
+    statistics exist; with the owner in the WHERE it scans all the owner's traces on a young table.
+    """
     if not external_ids:
         return {}
     query = (
         select(TraceRow)
-        .where(TraceRow.owner_id == owner_id, TraceRow.external_id.in_(external_ids))
-        .order_by(TraceRow.external_id)
+        .where(TraceRow.external_id.in_(external_ids))
+        .order_by(TraceRow.external_id, TraceRow.owner_id)
         .with_for_update()
     )
-    return {row.external_id: row for row in session.scalars(query) if row.external_id}
+    return {row.external_id: row for row in session.scalars(query) if row.external_id and row.owner_id == owner_id}
 
 
 def write_steps(session: Session, batches: Sequence[tuple[str, int, Sequence[Step]]]) -> None:
@@ -381,9 +386,10 @@ class OtelSpanRow(Base):
 
     __tablename__ = "otel_spans"
 
-    owner_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # trace_id leads the key: each OTLP request reads the stored spans of hundreds of one owner's traces.
     trace_id: Mapped[str] = mapped_column(String(32), primary_key=True)
     span_id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     body: Mapped[dict[str, Any]] = mapped_column(JSON)
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
 

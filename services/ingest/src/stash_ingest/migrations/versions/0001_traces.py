@@ -28,7 +28,7 @@ def upgrade() -> None:
         sa.Column("step_count", sa.Integer, nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.UniqueConstraint("owner_id", "external_id", name="uq_traces_owner_external_id"),
+        sa.UniqueConstraint("external_id", "owner_id", name="uq_traces_external_id_owner"),
     )
     op.create_index("ix_traces_owner_created", "traces", ["owner_id", "created_at"])
     op.create_table(

@@ -16,9 +16,9 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "otel_spans",
-        sa.Column("owner_id", sa.String(64), primary_key=True),
         sa.Column("trace_id", sa.String(32), primary_key=True),
         sa.Column("span_id", sa.String(16), primary_key=True),
+        sa.Column("owner_id", sa.String(64), primary_key=True),
         sa.Column("body", sa.JSON, nullable=False),
         sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
     )
