@@ -7,8 +7,10 @@ PostgreSQL database in the cluster profile or keep separate SQLite files in the 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,16 @@ from alembic import command, context
 from alembic.config import Config
 from sqlalchemy import JSON, Engine, Table, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware (UTC): what every timestamp column stores."""
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    """A new random row identifier (a UUID4 string)."""
+    return str(uuid.uuid4())
 
 
 def normalise_url(url: str) -> str:

@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy import Boolean, DateTime, ForeignKey, String, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
+from stash_common.db import new_id, utc_now
 from stash_common.errors import AlreadyExists, InvalidArgument, NotFound
 from stash_gateway.accounts import ApiKey, Principal, User, digest, new_secret
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _new_id() -> str:
-    return str(uuid.uuid4())
 
 
 class Base(DeclarativeBase):
@@ -32,10 +24,10 @@ class UserRow(Base):
 
     __tablename__ = "users"
 
-    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=_new_id)
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     reward_models_enabled: Mapped[bool] = mapped_column(Boolean, default=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
 
 
 class ApiKeyRow(Base):
@@ -43,12 +35,12 @@ class ApiKeyRow(Base):
 
     __tablename__ = "api_keys"
 
-    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=_new_id)
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(200))
     key_digest: Mapped[str] = mapped_column(String(64), unique=True)
     read_only: Mapped[bool] = mapped_column(Boolean, default=False)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
@@ -59,7 +51,7 @@ def create_user(session: Session, name: str) -> User:
         raise InvalidArgument("name", "a user name needs 1 to 200 characters")
     if session.scalar(select(UserRow).where(UserRow.name == name)) is not None:
         raise AlreadyExists(f"a user named {name!r} already exists; pick another name")
-    row = UserRow(name=name, created_at=_now())
+    row = UserRow(name=name, created_at=utc_now())
     session.add(row)
     session.flush()
     return _user(row)
@@ -76,7 +68,7 @@ def find_user(session: Session, name_or_id: str) -> User:
 def create_key(session: Session, user_id: str, name: str, read_only: bool) -> tuple[ApiKey, str]:
     """A new key for `user_id`; returns the key and its secret, which is never stored."""
     secret = new_secret()
-    row = ApiKeyRow(user_id=user_id, name=name, key_digest=digest(secret), read_only=read_only, created_at=_now())
+    row = ApiKeyRow(user_id=user_id, name=name, key_digest=digest(secret), read_only=read_only, created_at=utc_now())
     session.add(row)
     session.flush()
     return _key(row), secret
@@ -97,7 +89,7 @@ def revoke_key(session: Session, user_id: str, key_id: str) -> None:
     row = session.scalar(select(ApiKeyRow).where(ApiKeyRow.id == key_id, ApiKeyRow.user_id == user_id))
     if row is None or row.revoked_at is not None:
         raise NotFound(f"no API key {key_id!r}")
-    row.revoked_at = _now()
+    row.revoked_at = utc_now()
 
 
 def find_principal(session: Session, secret: str) -> Principal | None:

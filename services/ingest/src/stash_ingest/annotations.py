@@ -15,8 +15,9 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from stash_common.db import utc_now
 from stash_common.errors import InvalidArgument, NotFound
-from stash_ingest.store import AnnotationRow, StepRow, TraceRow, find_step, now
+from stash_ingest.store import AnnotationRow, StepRow, TraceRow, find_step
 from stash_ingest.traces import Step
 
 COMMENT_MAX = 20_000
@@ -117,8 +118,8 @@ def create_annotation(
         quote=asdict(draft.quote) if draft.quote else None,
         label_error=draft.label_error,
         label_error_note=draft.label_error_note,
-        created_at=now(),
-        updated_at=now(),
+        created_at=utc_now(),
+        updated_at=utc_now(),
     )
     session.add(row)
     session.flush()
@@ -136,7 +137,7 @@ def update_annotation(session: Session, owner_id: str, annotation_id: str, chang
     draft = check_draft(replace(current, **changes), stored_step.step if stored_step else None)  # type: ignore[arg-type]
     row.rating, row.comment = draft.rating, draft.comment
     row.label_error, row.label_error_note = bool(draft.label_error), draft.label_error_note
-    row.updated_at = now()
+    row.updated_at = utc_now()
     session.flush()
     return annotation_of(row, stored_step.index if stored_step else None)
 

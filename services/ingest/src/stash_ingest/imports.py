@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from stash_common.db import new_id, utc_now
 from stash_common.errors import FailedPrecondition, InvalidArgument
 from stash_ingest.adapters.registry import NATIVE_FORMATS, resolve_adapter
 from stash_ingest.store import (
@@ -23,8 +24,6 @@ from stash_ingest.store import (
     delete_steps,
     find_by_external_ids,
     load_steps_by_trace,
-    new_id,
-    now,
     replace_spans,
     write_steps,
 )
@@ -180,8 +179,8 @@ def _new_row(session: Session, request: ImportRequest, format_name: str, trace: 
         trace_metadata=dict(trace.metadata),
         revision=1,
         step_count=len(trace.steps),
-        created_at=now(),
-        updated_at=now(),
+        created_at=utc_now(),
+        updated_at=utc_now(),
     )
     session.add(row)
     return row
@@ -226,4 +225,4 @@ def _update_header(row: TraceRow, request: ImportRequest, format_name: str, trac
     row.source_format = format_name
     row.step_count = max(row.step_count, len(trace.steps)) if format_name in NATIVE_FORMATS else len(trace.steps)
     row.revision += 1
-    row.updated_at = now()
+    row.updated_at = utc_now()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +25,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from stash_common.db import insert_rows
+from stash_common.db import insert_rows, new_id, utc_now
 from stash_common.errors import InvalidArgument, NotFound
 from stash_ingest.traces import Span, Step, StoredStep, StoredTrace, TraceSummary
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-
-
-def now() -> datetime:
-    """The current time, timezone-aware (UTC)."""
-    return datetime.now(UTC)
-
-
-def new_id() -> str:
-    """A new random identifier for a row."""
-    return str(uuid.uuid4())
 
 
 class Base(DeclarativeBase):
@@ -69,8 +58,8 @@ class TraceRow(Base):
     trace_metadata: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
     revision: Mapped[int] = mapped_column(Integer, default=1)
     step_count: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
 
 
 class StepRow(Base):
@@ -123,8 +112,8 @@ class AnnotationRow(Base):
     quote: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     label_error: Mapped[bool] = mapped_column(Boolean, default=False)
     label_error_note: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
 
 
 class TraceSourceRow(Base):
@@ -135,7 +124,7 @@ class TraceSourceRow(Base):
     owner_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     source_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     name: Mapped[str] = mapped_column(String(120))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
 
 
 def find_trace_row(session: Session, owner_id: str, trace_id: str) -> TraceRow:
@@ -361,9 +350,9 @@ def save_source_name(session: Session, owner_id: str, source_id: str, name: str)
     """Upsert the owner's display name for a source id."""
     row = session.get(TraceSourceRow, (owner_id, source_id))
     if row is None:
-        session.add(TraceSourceRow(owner_id=owner_id, source_id=source_id, name=name, updated_at=now()))
+        session.add(TraceSourceRow(owner_id=owner_id, source_id=source_id, name=name, updated_at=utc_now()))
     else:
-        row.name, row.updated_at = name, now()
+        row.name, row.updated_at = name, utc_now()
     session.flush()
 
 
@@ -391,7 +380,7 @@ class OtelSpanRow(Base):
     span_id: Mapped[str] = mapped_column(String(16), primary_key=True)
     owner_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     body: Mapped[dict[str, Any]] = mapped_column(JSON)
-    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
 
 
 def save_otel_spans(
@@ -408,7 +397,7 @@ def save_otel_spans(
                 OtelSpanRow.owner_id == owner_id, OtelSpanRow.trace_id == trace_id, OtelSpanRow.span_id == span_id
             )
         )
-    received = now()
+    received = utc_now()
     rows = [
         {"owner_id": owner_id, "trace_id": trace_id, "span_id": span_id, "body": dict(body), "received_at": received}
         for (trace_id, span_id), body in spans.items()
