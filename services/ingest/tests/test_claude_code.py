@@ -13,6 +13,7 @@ from stash_ingest.adapters.claude_code import looks_like_claude_code, parse_clau
 from stash_ingest.adapters.reading import first_value
 from stash_ingest.traces import Trace, validate_trace
 from support.fixtures import REAL_FIXTURES, real_fixture
+from support.traces import called_tools, roles
 
 FIXTURES = (
     "claude-code/spotter-v2.1-tool-heavy.jsonl",
@@ -48,14 +49,6 @@ def assistant(message_id: str, *blocks: dict[str, Any], **fields: Any) -> str:
 
 def transcript(*lines: str) -> bytes:
     return ("\n".join(lines) + "\n").encode()
-
-
-def roles(trace: Trace) -> list[str]:
-    return [step.role for step in trace.steps]
-
-
-def called_tools(trace: Trace) -> list[str | None]:
-    return [step.tool_name for step in trace.steps if step.role == "assistant" and step.tool_name]
 
 
 # --- real fixtures ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from stash_ingest.adapters.codex import looks_like_codex, parse_codex
 from stash_ingest.adapters.reading import first_value
 from stash_ingest.traces import Trace, validate_trace
 from support.fixtures import real_fixture
+from support.traces import called_tools, roles
 
 TUI = "codex/codemie-codex-tui-0.125-rollout.jsonl"
 DESKTOP = "codex/codemie-codex-desktop-0.128-rollout.jsonl"
@@ -58,14 +59,6 @@ META = record("session_meta", {"id": "sess-1", "cwd": "/w", "originator": "codex
 
 def rollout(*lines: str) -> bytes:
     return ("\n".join([META, *lines]) + "\n").encode()
-
-
-def roles(trace: Trace) -> list[str]:
-    return [step.role for step in trace.steps]
-
-
-def called_tools(trace: Trace) -> list[str | None]:
-    return [step.tool_name for step in trace.steps if step.role == "assistant" and step.tool_name]
 
 
 # --- real fixtures ----------------------------------------------------------------------------
