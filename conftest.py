@@ -65,6 +65,16 @@ def redis_url() -> Iterator[str]:
     client.close()
 
 
+@pytest.fixture(scope="module")
+def module_redis_url() -> Iterator[str]:
+    """The tests' Redis database for a whole module (a stack that lives across its tests)."""
+    client = redis.Redis.from_url(REDIS_TEST_URL)
+    client.flushdb()
+    yield REDIS_TEST_URL
+    client.flushdb()
+    client.close()
+
+
 @pytest.fixture(scope="session")
 def s3_endpoint_url() -> Iterator[str]:
     """moto's S3-compatible server, running as a real HTTP server for the whole session."""

@@ -17,13 +17,17 @@ BODY_LIMIT = 300_000
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, module_postgres_url: str) -> Iterator[RunningStack]:
-    # The cluster profile: every service must be given what it needs (here: PostgreSQL URLs).
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, module_postgres_url: str, module_redis_url: str
+) -> Iterator[RunningStack]:
+    # The cluster profile: every service must be given what it needs (here: PostgreSQL and Redis URLs).
     with running_stack(
         tmp_path_factory.mktemp("rest"),
         STASH_PROFILE="cluster",
         STASH_INGEST_DATABASE_URL=module_postgres_url,
         STASH_GATEWAY_DATABASE_URL=module_postgres_url,
+        STASH_LABELER_DATABASE_URL=module_postgres_url,
+        STASH_LABELER_REDIS_URL=module_redis_url,
         STASH_GATEWAY_MAX_BODY_BYTES=str(BODY_LIMIT),
     ) as running:
         yield running

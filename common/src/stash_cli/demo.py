@@ -2,12 +2,15 @@
 
 It creates a user and an API key, shows every service healthy through the gateway,
 imports the sample traces shipped with the CLI (several formats, tool calls, user
-reactions) and prints them. Later steps (label → train → score) extend it.
+reactions), waits for the labeler to label and score each one, and prints every trace
+with its automatic score and outcome.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -19,6 +22,7 @@ from stash_common.errors import AlreadyExists
 
 DEMO_USER = "demo"
 SAMPLES_DIR = Path(__file__).parent / "samples"
+EVALUATION_WAIT_S = 60.0
 
 
 def demo_key() -> str:
@@ -39,7 +43,7 @@ def run_demo(layout: Layout, console: Console) -> None:
             source = path.name.split(".")[0]
             result = client.import_traces(path.read_text(encoding="utf-8"), source_id=source)
             console.print(f"Imported {result['imported']} {result['format']} trace(s) from {path.name} as {source}")
-        _show_traces(client, console)
+        _show_traces(_wait_for_evaluations(client, console), console)
     finally:
         client.close()
     console.print(f"API key for this stack (full access): [bold]{key}[/bold]")
@@ -55,9 +59,27 @@ def _show_health(client: GatewayClient, console: Console) -> None:
     console.print(f"Signed in through the API as [bold]{me['user_name']}[/bold] ({me['user_id']}).")
 
 
-def _show_traces(client: GatewayClient, console: Console) -> None:
-    listing = client.call("GET", "/traces", params={"limit": 100})
-    table = Table("title", "format", "source", "steps", title=f"{listing['total']} traces")
+def _wait_for_evaluations(client: GatewayClient, console: Console) -> dict[str, Any]:
+    """The trace list once every trace has been labeled and scored (or the wait ran out)."""
+    deadline = time.monotonic() + EVALUATION_WAIT_S
+    with console.status("Labeling and scoring every step…"):
+        while True:
+            listing = client.call("GET", "/traces", params={"limit": 100})
+            if all(trace["evaluation"] for trace in listing["traces"]) or time.monotonic() > deadline:
+                return listing
+
+
+def _show_traces(listing: dict[str, Any], console: Console) -> None:
+    table = Table("title", "format", "source", "steps", "score", "outcome", title=f"{listing['total']} traces")
     for trace in listing["traces"]:
-        table.add_row(trace["title"], trace["source_format"], trace["source_name"], str(trace["step_count"]))
+        evaluation = trace["evaluation"] or {}
+        score = evaluation.get("score")
+        table.add_row(
+            trace["title"],
+            trace["source_format"],
+            trace["source_name"],
+            str(trace["step_count"]),
+            "—" if score is None else f"{score:+.2f}",
+            evaluation.get("outcome") or "not evaluated",
+        )
     console.print(table)

@@ -120,8 +120,18 @@ def start(register: Registrar, host: str, port: int, max_workers: int = 16) -> R
     return RunningServer(server, health_servicer, service_names, bound)
 
 
-def serve(service: str, register: Registrar, host: str, port: int, grace_s: float = 10.0) -> None:
-    """Run a service's gRPC server until SIGTERM or SIGINT, then shut down gracefully."""
+def serve(
+    service: str,
+    register: Registrar,
+    host: str,
+    port: int,
+    grace_s: float = 10.0,
+    on_stop: Callable[[], None] | None = None,
+) -> None:
+    """Run a service's gRPC server until SIGTERM or SIGINT, then shut down gracefully.
+
+    `on_stop` runs after the server has drained: it stops the service's background workers.
+    """
     running = start(register, host, port)
     log.info("serving", service=service, host=host, port=running.port, services=list(running.service_names))
     stopping = threading.Event()
@@ -130,4 +140,6 @@ def serve(service: str, register: Registrar, host: str, port: int, grace_s: floa
     stopping.wait()
     log.info("stopping", service=service, grace_s=grace_s)
     running.stop(grace_s)
+    if on_stop is not None:
+        on_stop()
     log.info("stopped", service=service)

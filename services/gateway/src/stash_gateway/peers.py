@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from stash.rm.v1 import ingest_pb2_grpc
+from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2_grpc
 from stash_common.channels import check_health, open_channel
 from stash_common.settings import ServiceSettings
 
@@ -23,6 +23,11 @@ class Peers:
     def ingest(self) -> ingest_pb2_grpc.IngestServiceStub:
         """A stub for the ingest service."""
         return ingest_pb2_grpc.IngestServiceStub(self.channels["ingest"])
+
+    @property
+    def labeler(self) -> labeler_pb2_grpc.LabelerServiceStub:
+        """A stub for the labeler service."""
+        return labeler_pb2_grpc.LabelerServiceStub(self.channels["labeler"])
 
     def health(self, timeout_s: float) -> dict[str, str]:
         """Every service's health status name, checked concurrently."""

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import grpc
@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from stash.rm.v1 import common_pb2, ingest_pb2, ingest_pb2_grpc
 from stash_common.db import transaction
-from stash_common.errors import InvalidArgument, Unavailable
+from stash_common.errors import FailedPrecondition, InvalidArgument, Unavailable
 from stash_ingest import exports, store
 from stash_ingest.adapters.registry import ADAPTERS
 from stash_ingest.annotations import (
@@ -28,9 +28,11 @@ from stash_ingest.annotations import (
 )
 from stash_ingest.imports import ImportRequest, ImportResult, Titler, import_traces
 from stash_ingest.otlp import OtlpRequest, ingest_otlp
+from stash_ingest.revisions import Announcer, current_revisions, list_revisions
 from stash_ingest.traces import Span, StoredStep, StoredTrace, TraceSummary
 
 PAGE_LIMIT_MAX = 500
+REVISION_PAGE_MAX = 1000
 CONFLICT_ATTEMPTS = 3
 T = TypeVar("T")
 _RESULTS = {
@@ -50,9 +52,17 @@ _ROLES = {
 class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     """Traces, annotations, sources and exports of every owner, over gRPC."""
 
-    def __init__(self, sessions: sessionmaker[Session], titler: Titler) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        titler: Titler,
+        announcer: Announcer | None = None,
+        revision_settle: timedelta = timedelta(seconds=30),
+    ) -> None:
         self.sessions = sessions
         self.titler = titler
+        self.announcer = announcer
+        self.revision_settle = revision_settle
 
     def ListFormats(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Every importable format with what it reads."""
@@ -70,6 +80,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             for item in imported
         ]
         trace_ids = [item.trace_id for item in imported]
+        self._announce([item.trace_id for item in imported if item.result != ImportResult.UNCHANGED])
         return ingest_pb2.ImportTracesResponse(
             format=format_name, imported=len(imported), trace_ids=trace_ids, results=results
         )
@@ -83,8 +94,49 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             source_id=request.source_id if request.HasField("source_id") else None,
         )
         result = self._retrying_conflicts(lambda session: ingest_otlp(session, job, self.titler))
+        self._announce(result.trace_ids)
         return ingest_pb2.IngestOtlpSpansResponse(
             rejected_spans=result.rejected_spans, error_message=result.error_message, trace_ids=result.trace_ids
+        )
+
+    def _announce(self, trace_ids: Sequence[str]) -> None:
+        """Tell the labeler about the committed revisions of these traces."""
+        if self.announcer is None or not trace_ids:
+            return
+        with transaction(self.sessions) as session:
+            self.announcer.announce(current_revisions(session, trace_ids))
+
+    def ListTraceRevisions(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Traces changed after the cursor (all owners unless one is named), oldest change first."""
+        limit = request.limit or 500
+        if not 1 <= limit <= REVISION_PAGE_MAX:
+            raise InvalidArgument("limit", f"must be 1 to {REVISION_PAGE_MAX}")
+        owner_id = request.owner_id if request.HasField("owner_id") else None
+        with transaction(self.sessions) as session:
+            revisions, cursor = list_revisions(session, request.cursor, limit, self.revision_settle, owner_id)
+        return ingest_pb2.ListTraceRevisionsResponse(
+            revisions=[
+                ingest_pb2.TraceRevision(
+                    owner_id=item.owner_id,
+                    trace_id=item.trace_id,
+                    revision=item.revision,
+                    updated_at=_timestamp(item.updated_at),
+                )
+                for item in revisions
+            ],
+            next_cursor=cursor,
+        )
+
+    def GetTraceRevision(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """The trace and its annotations, if `revision` is still the current one."""
+        with transaction(self.sessions) as session:
+            row = store.find_trace_row(session, _owner(request), request.trace_id)
+            if row.revision != request.revision:
+                raise FailedPrecondition(f"trace {row.id} is at revision {row.revision}, not {request.revision}")
+            trace = store.load_trace(session, row)
+            annotations = list_annotations(session, [row.id])
+        return ingest_pb2.GetTraceRevisionResponse(
+            trace=trace_to_proto(trace), annotations=[annotation_to_proto(item) for item in annotations]
         )
 
     def _retrying_conflicts(self, work: Callable[[Session], T]) -> T:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 import grpc
 
-from stash.rm.v1 import ingest_pb2, ingest_pb2_grpc
+from stash.rm.v1 import ingest_pb2, ingest_pb2_grpc, labeler_pb2_grpc
+from stash_common.channels import open_channel
 from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
 from stash_ingest.api import IngestServicer
 from stash_ingest.imports import Titler
+from stash_ingest.revisions import Announcer
 from stash_ingest.settings import IngestSettings
 from stash_ingest.store import MIGRATIONS_DIR
 from stash_ingest.titles import ModelTitles, derive_title
@@ -30,7 +33,13 @@ def main() -> None:
     settings = load(IngestSettings)
     configure_logging("ingest", settings.log_level)
     upgrade("ingest", MIGRATIONS_DIR, settings.database_url)
-    servicer = IngestServicer(make_sessions(make_engine(settings.database_url)), make_titler(settings))
+    announcer = Announcer(labeler_pb2_grpc.LabelerServiceStub(open_channel(settings.address_of("labeler"))))
+    servicer = IngestServicer(
+        make_sessions(make_engine(settings.database_url)),
+        make_titler(settings),
+        announcer,
+        timedelta(seconds=settings.revision_settle_s),
+    )
 
     def register(server: grpc.Server) -> Sequence[str]:
         ingest_pb2_grpc.add_IngestServiceServicer_to_server(servicer, server)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pydantic import Field
+
 from stash_common.settings import DEFAULT_GRPC_PORTS, ServiceSettings, cluster_required, service_config, shared
 
 
@@ -22,3 +24,6 @@ class IngestSettings(ServiceSettings):
     )
     anthropic_base_url: str | None = shared("STASH_ANTHROPIC_BASE_URL", None, "Anthropic API base URL override")
     fast_model: str = shared("STASH_FAST_MODEL", "claude-haiku-4-5", "the fast Anthropic model for titles")
+    revision_settle_s: float = Field(
+        30.0, ge=0, description="seconds a change waits before the labeler's sweep may list it"
+    )

@@ -46,6 +46,7 @@ class TraceRow(Base):
         # external_id leads: upserts look hundreds of one owner's external ids up at once.
         UniqueConstraint("external_id", "owner_id", name="uq_traces_external_id_owner"),
         Index("ix_traces_owner_created", "owner_id", "created_at"),
+        Index("ix_traces_updated_id", "updated_at", "id"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)

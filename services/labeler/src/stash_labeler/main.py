@@ -1,26 +1,83 @@
-"""Entry point: load settings, register the LabelerService, serve gRPC until SIGTERM."""
+"""Entry point: load settings, migrate the labeler's tables, start the worker, serve gRPC until SIGTERM."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 import grpc
+import structlog
 
-from stash.rm.v1 import labeler_pb2, labeler_pb2_grpc
+from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2, labeler_pb2_grpc
+from stash_common.channels import open_channel
+from stash_common.coordination import make_coordination
+from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
+from stash_labeler.api import LabelerServicer
+from stash_labeler.evaluate import Grader
+from stash_labeler.labeling import Labeler
+from stash_labeler.rules import RuleLabeler
 from stash_labeler.settings import LabelerSettings
+from stash_labeler.store import MIGRATIONS_DIR
+from stash_labeler.worker import EvaluationWorker, WorkerConfig
+
+log = structlog.get_logger()
 
 
-def register(server: grpc.Server) -> Sequence[str]:
-    """Add the labeler API to `server`; RPCs whose issue has not landed answer UNIMPLEMENTED."""
-    labeler_pb2_grpc.add_LabelerServiceServicer_to_server(labeler_pb2_grpc.LabelerServiceServicer(), server)
-    return [labeler_pb2.DESCRIPTOR.services_by_name["LabelerService"].full_name]
+def make_labeler(settings: LabelerSettings) -> Labeler:
+    """The LLM labeler when an OpenAI key is configured; the rule-based labeler otherwise."""
+    if not settings.openai_api_key:
+        return RuleLabeler()
+    import openai
+
+    from stash_labeler.llm_labeler import OpenAILabeler
+
+    client = openai.OpenAI(api_key=settings.openai_api_key, base_url=settings.openai_base_url)
+    return OpenAILabeler(
+        client,
+        settings.step_label_model,
+        max_chunks=settings.step_labeling_max_chunks,
+        max_chars=settings.step_labeling_max_chars,
+    )
+
+
+def make_grader(settings: LabelerSettings) -> Grader | None:
+    """The grading model's quality checks when a grading model is configured."""
+    if not settings.grading_model:
+        return None
+    import openai
+
+    from stash_labeler.quality import OpenAIGrader
+
+    client = openai.OpenAI(api_key=settings.grading_api_key or "unset", base_url=settings.grading_base_url)
+    return OpenAIGrader(client, settings.grading_model)
 
 
 def main() -> None:
     """Run the labeler service until SIGTERM or SIGINT."""
     settings = load(LabelerSettings)
     configure_logging("labeler", settings.log_level)
-    serve("labeler", register, settings.host, settings.port)
+    upgrade("labeler", MIGRATIONS_DIR, settings.database_url)
+    sessions = make_sessions(make_engine(settings.database_url))
+    ingest = ingest_pb2_grpc.IngestServiceStub(open_channel(settings.address_of("ingest")))
+    wakeups, _leases = make_coordination(settings.redis_url)
+    labeler = make_labeler(settings)
+    worker = EvaluationWorker(
+        sessions,
+        ingest,
+        labeler,
+        wakeups,
+        WorkerConfig(sweep_interval_s=settings.sweep_interval_s, stale_after=timedelta(minutes=10)),
+        grader=make_grader(settings),
+    )
+    servicer = LabelerServicer(sessions, ingest, worker)
+    log.info("labeler configured", labeler=labeler.source.value, grading=bool(settings.grading_model))
+
+    def register(server: grpc.Server) -> Sequence[str]:
+        labeler_pb2_grpc.add_LabelerServiceServicer_to_server(servicer, server)
+        return [labeler_pb2.DESCRIPTOR.services_by_name["LabelerService"].full_name]
+
+    worker.start()
+    serve("labeler", register, settings.host, settings.port, on_stop=worker.stop)

@@ -11,9 +11,10 @@ from google.protobuf import timestamp_pb2
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from stash.rm.v1 import common_pb2, ingest_pb2
+from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2
 from stash_common.errors import InvalidArgument, ResourceExhausted
 from stash_gateway.auth import Reader, Writer
+from stash_gateway.evaluations import merge_evaluation, summaries, trace_evaluations
 from stash_gateway.rendering import summary_json, trace_detail_json
 from stash_gateway.routes import API_PREFIX
 
@@ -93,8 +94,11 @@ def list_traces(
         created_after=after,
         created_before=before,
     )
-    response = request.app.state.peers.ingest.ListTraces(message, timeout=30)
-    return {"traces": [summary_json(item) for item in response.traces], "total": response.page_info.total}
+    peers = request.app.state.peers
+    response = peers.ingest.ListTraces(message, timeout=30)
+    scores = summaries(peers.labeler, principal.user_id, [item.id for item in response.traces])
+    traces = [{**summary_json(item), "evaluation": scores.get(item.id)} for item in response.traces]
+    return {"traces": traces, "total": response.page_info.total}
 
 
 def _import_window(first: date | None, last: date | None, tz: str) -> tuple[Any, Any]:
@@ -115,9 +119,23 @@ def _timestamp(moment: datetime) -> timestamp_pb2.Timestamp:
 
 @router.get("/traces/{trace_id}", summary="One trace with steps, spans and annotations")
 def get_trace(request: Request, trace_id: str, principal: Reader) -> dict[str, Any]:
-    """`TraceDetail`; another owner's trace is 404."""
+    """`TraceDetail` with the automatic evaluation merged in; another owner's trace is 404."""
+    peers = request.app.state.peers
     message = ingest_pb2.GetTraceRequest(owner_id=principal.user_id, trace_id=trace_id)
-    return trace_detail_json(request.app.state.peers.ingest.GetTrace(message, timeout=30))
+    detail = trace_detail_json(peers.ingest.GetTrace(message, timeout=30))
+    return merge_evaluation(detail, *trace_evaluations(peers.labeler, principal.user_id, trace_id))
+
+
+@router.post(
+    "/traces/{trace_id}/relabel",
+    status_code=status.HTTP_202_ACCEPTED,
+    summary="Label and score the trace's current revision again",
+)
+def relabel_trace(request: Request, trace_id: str, principal: Writer) -> dict[str, Any]:
+    """Forget the kept labels and queue a new evaluation: `{revision, status}`; 404 for another owner's trace."""
+    message = labeler_pb2.RelabelTraceRequest(owner_id=principal.user_id, trace_id=trace_id)
+    response = request.app.state.peers.labeler.RelabelTrace(message, timeout=30)
+    return {"revision": response.revision, "status": "queued"}
 
 
 @router.delete("/traces/{trace_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a trace")

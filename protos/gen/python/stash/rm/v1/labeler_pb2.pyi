@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -290,6 +291,8 @@ class StepEvaluation(_message.Message):
     REWARD_FIELD_NUMBER: _builtins.int
     EXPECTED_CREDIT_FIELD_NUMBER: _builtins.int
     ORDINAL_CREDIT_FIELD_NUMBER: _builtins.int
+    CHUNK_ID_FIELD_NUMBER: _builtins.int
+    CREDIT_DISTRIBUTION_FIELD_NUMBER: _builtins.int
     step_id: _builtins.str
     """The step."""
     step_index: _builtins.int
@@ -302,6 +305,8 @@ class StepEvaluation(_message.Message):
     """Probability-weighted expected credit in -1..+1; unset when unscored."""
     ordinal_credit: _builtins.int
     """Legacy ordinal credit in -2..2; unset when unscored."""
+    chunk_id: _builtins.str
+    """The chunk the step belongs to (a user message, an agent message, or a tool call with its result)."""
     @_builtins.property
     def label(self) -> Global___StepLabel:
         """The step's label; unset when the step was not labeled."""
@@ -309,6 +314,12 @@ class StepEvaluation(_message.Message):
     @_builtins.property
     def reward(self) -> Global___StepReward:
         """The step's score breakdown; unset for unscored steps."""
+
+    @_builtins.property
+    def credit_distribution(self) -> _struct_pb2.Struct:
+        """Saved probabilities over the credit labels (strongly_negative .. strongly_positive,
+        insufficient_evidence) that expected_credit is read from; unset for unscored steps.
+        """
 
     def __init__(
         self,
@@ -321,10 +332,12 @@ class StepEvaluation(_message.Message):
         reward: Global___StepReward | None = ...,
         expected_credit: _builtins.float | None = ...,
         ordinal_credit: _builtins.int | None = ...,
+        chunk_id: _builtins.str = ...,
+        credit_distribution: _struct_pb2.Struct | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_credit", b"_expected_credit", "_label_model", b"_label_model", "_ordinal_credit", b"_ordinal_credit", "expected_credit", b"expected_credit", "label", b"label", "label_model", b"label_model", "ordinal_credit", b"ordinal_credit", "reward", b"reward"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_credit", b"_expected_credit", "_label_model", b"_label_model", "_ordinal_credit", b"_ordinal_credit", "credit_distribution", b"credit_distribution", "expected_credit", b"expected_credit", "label", b"label", "label_model", b"label_model", "ordinal_credit", b"ordinal_credit", "reward", b"reward"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_credit", b"_expected_credit", "_label_model", b"_label_model", "_ordinal_credit", b"_ordinal_credit", "expected_credit", b"expected_credit", "label", b"label", "label_model", b"label_model", "label_source", b"label_source", "ordinal_credit", b"ordinal_credit", "reward", b"reward", "step_id", b"step_id", "step_index", b"step_index"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_credit", b"_expected_credit", "_label_model", b"_label_model", "_ordinal_credit", b"_ordinal_credit", "chunk_id", b"chunk_id", "credit_distribution", b"credit_distribution", "expected_credit", b"expected_credit", "label", b"label", "label_model", b"label_model", "label_source", b"label_source", "ordinal_credit", b"ordinal_credit", "reward", b"reward", "step_id", b"step_id", "step_index", b"step_index"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_credit: _TypeAlias = _typing.Literal["expected_credit"]  # noqa: Y015
     _WhichOneofArgType__expected_credit: _TypeAlias = _typing.Literal["_expected_credit", b"_expected_credit"]  # noqa: Y015
@@ -495,6 +508,7 @@ class TraceEvaluation(_message.Message):
     OUTCOME_FIELD_NUMBER: _builtins.int
     PROCESS_PATTERNS_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    LABELER_FIELD_NUMBER: _builtins.int
     trace_id: _builtins.str
     """The trace."""
     revision: _builtins.int
@@ -507,6 +521,8 @@ class TraceEvaluation(_message.Message):
     """Mean of the task scores; unset when there is no task."""
     outcome: _common_pb2.Outcome.ValueType
     """The trace's outcome."""
+    labeler: _builtins.str
+    """What produced the labels: "imported", "llm" or "rules"; empty until evaluated."""
     @_builtins.property
     def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepEvaluation]:
         """Per-step labels and scores, in step order."""
@@ -536,10 +552,11 @@ class TraceEvaluation(_message.Message):
         outcome: _common_pb2.Outcome.ValueType = ...,
         process_patterns: _abc.Iterable[Global___ProcessFinding] | None = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        labeler: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_trace_score", b"_trace_score", "created_at", b"created_at", "error", b"error", "trace_score", b"trace_score"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_trace_score", b"_trace_score", "created_at", b"created_at", "error", b"error", "outcome", b"outcome", "process_patterns", b"process_patterns", "revision", b"revision", "status", b"status", "steps", b"steps", "task_scores", b"task_scores", "trace_id", b"trace_id", "trace_score", b"trace_score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_trace_score", b"_trace_score", "created_at", b"created_at", "error", b"error", "labeler", b"labeler", "outcome", b"outcome", "process_patterns", b"process_patterns", "revision", b"revision", "status", b"status", "steps", b"steps", "task_scores", b"task_scores", "trace_id", b"trace_id", "trace_score", b"trace_score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
@@ -660,22 +677,26 @@ class GetTraceEvaluationRequest(_message.Message):
     OWNER_ID_FIELD_NUMBER: _builtins.int
     TRACE_ID_FIELD_NUMBER: _builtins.int
     REVISION_FIELD_NUMBER: _builtins.int
+    SUCCEEDED_ONLY_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """The authenticated owner."""
     trace_id: _builtins.str
     """The trace."""
     revision: _builtins.int
     """The revision wanted; the latest evaluated revision when unset."""
+    succeeded_only: _builtins.bool
+    """Only a succeeded evaluation: the newest one (of `revision`, when set)."""
     def __init__(
         self,
         *,
         owner_id: _builtins.str = ...,
         trace_id: _builtins.str = ...,
         revision: _builtins.int | None = ...,
+        succeeded_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_revision", b"_revision", "revision", b"revision"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_revision", b"_revision", "owner_id", b"owner_id", "revision", b"revision", "trace_id", b"trace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_revision", b"_revision", "owner_id", b"owner_id", "revision", b"revision", "succeeded_only", b"succeeded_only", "trace_id", b"trace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__revision: _TypeAlias = _typing.Literal["revision"]  # noqa: Y015
     _WhichOneofArgType__revision: _TypeAlias = _typing.Literal["_revision", b"_revision"]  # noqa: Y015

@@ -1,0 +1,104 @@
+"""Trace revisions for the labeler: announcing new ones, and listing changes for its sweep.
+
+After an import commits, every trace that changed is announced to the labeler on a background
+thread, so imports never wait for it and a labeler outage never fails them. The labeler's sweep
+reads `list_revisions` from a saved cursor to pick up anything an announcement missed. Changes
+younger than the settle window are left for the next sweep: a long transaction may commit a
+timestamp older than rows another transaction committed first, and the cursor must not pass it.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import grpc
+import structlog
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session
+
+from stash.rm.v1 import labeler_pb2
+from stash_common.db import utc_now
+from stash_common.errors import InvalidArgument
+from stash_ingest.store import TraceRow
+
+log = structlog.get_logger()
+ANNOUNCE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Revision:
+    """A trace at its current revision."""
+
+    owner_id: str
+    trace_id: str
+    revision: int
+    updated_at: datetime
+
+
+def current_revisions(session: Session, trace_ids: Sequence[str]) -> list[Revision]:
+    """The current revision of each listed trace that still exists."""
+    rows = session.execute(
+        select(TraceRow.owner_id, TraceRow.id, TraceRow.revision, TraceRow.updated_at).where(TraceRow.id.in_(trace_ids))
+    )
+    return [Revision(*row) for row in rows]
+
+
+def list_revisions(
+    session: Session, cursor: str, limit: int, settle: timedelta, owner_id: str | None = None
+) -> tuple[list[Revision], str]:
+    """Traces changed after `cursor` and before the settle window, oldest change first, and the next cursor."""
+    query = select(TraceRow.owner_id, TraceRow.id, TraceRow.revision, TraceRow.updated_at).where(
+        TraceRow.updated_at < utc_now() - settle
+    )
+    if cursor:
+        after, after_id = _decode(cursor)
+        query = query.where(
+            or_(TraceRow.updated_at > after, and_(TraceRow.updated_at == after, TraceRow.id > after_id))
+        )
+    if owner_id is not None:
+        query = query.where(TraceRow.owner_id == owner_id)
+    rows = [Revision(*row) for row in session.execute(query.order_by(TraceRow.updated_at, TraceRow.id).limit(limit))]
+    return rows, _encode(rows[-1]) if rows else cursor
+
+
+def _encode(revision: Revision) -> str:
+    return f"{revision.updated_at.isoformat()}|{revision.trace_id}"
+
+
+def _decode(cursor: str) -> tuple[datetime, str]:
+    try:
+        stamp, trace_id = cursor.split("|", 1)
+        return datetime.fromisoformat(stamp), trace_id
+    except ValueError:
+        raise InvalidArgument("cursor", "is not a cursor this service returned") from None
+
+
+class Announcer:
+    """Sends AnnounceTraceRevision to the labeler in the background, best effort."""
+
+    def __init__(self, labeler: Any) -> None:
+        self._labeler = labeler
+        self._pending: queue.SimpleQueue[Revision] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="revision-announcer", daemon=True).start()
+
+    def announce(self, revisions: Sequence[Revision]) -> None:
+        """Queue announcements; returns at once."""
+        for revision in revisions:
+            self._pending.put(revision)
+
+    def _run(self) -> None:
+        while True:
+            revision = self._pending.get()
+            request = labeler_pb2.AnnounceTraceRevisionRequest(
+                owner_id=revision.owner_id, trace_id=revision.trace_id, revision=revision.revision
+            )
+            try:
+                self._labeler.AnnounceTraceRevision(request, timeout=ANNOUNCE_TIMEOUT_S)
+            except grpc.RpcError as error:
+                # The labeler's sweep finds the revision later; an outage must never fail an import.
+                log.warning("announcement failed", trace_id=revision.trace_id, code=error.code().name)

@@ -1,0 +1,294 @@
+"""The rule-based labeler: the observable facts a trace states about itself, used when no model is configured.
+
+User chunks
+- The first user message, and any later one that is not a reaction, a follow-up or an answer, is a
+  `request` and starts a new task.
+- A reply right after the agent asked a question is an `answer`.
+- The reaction lexicon below decides `verdict` and `sentiment`: a negative phrase rejects the latest
+  answer (`correction` when the message asks for something else, `feedback` otherwise); a positive
+  phrase accepts it, or partly accepts it when a reservation follows ("but", "however", …).
+  `verdict_target` is the latest answer before the message.
+- A message opening with a follow-up phrase ("also", "what about", …) is a `follow_up` in the same task.
+
+Agent chunks
+- A tool call is a `change` when its tool name (or shell command) names a writing verb, a `lookup`
+  otherwise. A shell command is a lookup only when it starts with a read-only command.
+- `result`: `error` for a result flagged as an error or with a non-zero exit code, `empty` for an
+  empty result, `not_found` for the not-found phrases, `none` without a result, `ok` otherwise.
+- `duplicate_of`: the earlier call with the same tool and the same arguments.
+- An agent message followed by more agent work before the user speaks is narration (`message`); the
+  last message of a turn is a `question` when it ends with a question mark, an `answer` otherwise.
+  An answer's `outcome` is `failed` or `partial` by the phrases below, `done` otherwise; its `stance`
+  is `hedged` when it hedges, `confident` otherwise; `coverage` follows the outcome.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import orjson
+
+from stash_labeler.chunks import Chunk
+from stash_labeler.labels import EVIDENCE_MAX_CHARS, LabelSource, StepLabel
+from stash_labeler.traces import LabelerTrace
+
+
+def _phrases(*words: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w'])(" + "|".join(re.escape(w) for w in words) + r")(?![\w'])", re.IGNORECASE)
+
+
+POSITIVE = _phrases(
+    "thanks", "thank you", "thx", "great", "perfect", "awesome", "excellent", "that works", "works now",
+    "it works", "exactly", "looks good", "lgtm", "nice", "correct", "brilliant", "helpful", "solved", "fixed it",
+)  # fmt: skip
+NEGATIVE = _phrases(
+    "wrong", "incorrect", "not what i asked", "doesn't work", "does not work", "didn't work", "did not work",
+    "still broken", "still failing", "not right", "that's not", "that is not", "useless", "no,", "nope",
+    "you didn't", "you did not", "you broke", "broke", "mistake", "not helpful", "stop", "undo", "revert",
+)  # fmt: skip
+RESERVATION = _phrases("but", "however", "except", "although", "almost", "mostly", "partly")
+FOLLOW_UP = re.compile(r"^\s*(also|and|what about|how about|one more|another thing|additionally|then)\b", re.I)
+NOT_FOUND = _phrases("not found", "no such", "does not exist", "doesn't exist", "no results", "0 results", "404")
+FAILED = _phrases(
+    "i couldn't", "i could not", "i can't", "i cannot", "unable to", "not able to", "failed to", "unfortunately",
+    "i was not able", "i wasn't able", "no way to",
+)  # fmt: skip
+PARTIAL = _phrases("partially", "some of", "part of", "for now", "remaining", "still need", "not yet")
+HEDGED = _phrases(
+    "i think", "might", "may", "maybe", "probably", "possibly", "not sure", "it seems", "seems", "likely",
+    "should work", "i believe", "perhaps", "if i understand",
+)  # fmt: skip
+WRITE_VERBS = frozenset(
+    "create update delete remove write edit set send post put patch apply cancel refund book submit insert add "
+    "move rename upload publish modify replace issue charge reset commit push merge deploy install multiedit "
+    "notebookedit".split()
+)
+READ_ONLY_COMMANDS = frozenset(
+    "ls cat head tail less grep rg find pwd echo wc sed awk tree stat file which git-status git-diff git-log "
+    "git-show diff du df env printenv type".split()
+)
+SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "local_shell", "run_command", "terminal"})
+
+
+class RuleLabeler:
+    """Labels every target from the trace alone; never calls a model."""
+
+    source = LabelSource.RULES
+
+    def label(
+        self,
+        trace: LabelerTrace,
+        chunks: Sequence[Chunk],
+        targets: Sequence[str],
+        known: Mapping[str, StepLabel],
+    ) -> dict[str, StepLabel]:
+        """Label the whole trace in one pass (task ids need every earlier chunk) and return the targets."""
+        wanted = set(targets)
+        return {label.chunk_id: label for label in label_chunks(chunks) if label.chunk_id in wanted}
+
+
+def label_chunks(chunks: Sequence[Chunk]) -> list[StepLabel]:
+    """Labels of every chunk, in order; each request starts the next task (agent work before it joins t0)."""
+    labels: list[StepLabel] = []
+    tasks_started = 0
+    for position, chunk in enumerate(chunks):
+        if chunk.kind == "user":
+            intent = _user_intent(chunk.action.content, labels)
+            tasks_started += intent == "request"
+            label = _user_label(chunk, labels, intent, _task(tasks_started))
+        else:
+            label = _agent_label(chunk, chunks, position, _task(tasks_started))
+        labels.append(label)
+    return labels
+
+
+def _task(tasks_started: int) -> str:
+    return f"t{max(tasks_started - 1, 0)}"
+
+
+def _user_label(chunk: Chunk, earlier: Sequence[StepLabel], intent: str, task_id: str) -> StepLabel:
+    text = chunk.action.content
+    latest_answer = _latest_answer(earlier)
+    verdict, reaction = _verdict(text) if latest_answer is not None else ("none", None)
+    return StepLabel(
+        chunk_id=chunk.chunk_id,
+        task_id=task_id,
+        actor="user",
+        intent=intent,
+        verdict=verdict,
+        verdict_target=latest_answer.chunk_id if verdict != "none" and latest_answer else None,
+        sentiment=_sentiment(text),
+        evidence=_excerpt(reaction.group(0)) if reaction else None,
+        note=f"reaction lexicon: {reaction.group(0)!r}" if reaction else None,
+    )
+
+
+def _latest_answer(earlier: Sequence[StepLabel]) -> StepLabel | None:
+    return next((label for label in reversed(earlier) if label.is_answer), None)
+
+
+def _verdict(text: str) -> tuple[str, re.Match[str] | None]:
+    negative, positive = NEGATIVE.search(text), POSITIVE.search(text)
+    if negative:
+        return "rejected", negative
+    if positive:
+        return ("partially_accepted" if RESERVATION.search(text, positive.end()) else "accepted"), positive
+    return "none", None
+
+
+def _sentiment(text: str) -> str:
+    return "negative" if NEGATIVE.search(text) else "positive" if POSITIVE.search(text) else "neutral"
+
+
+def _user_intent(text: str, earlier: Sequence[StepLabel]) -> str:
+    if not any(label.actor == "user" for label in earlier):
+        return "request"
+    if earlier[-1].type == "question":
+        return "answer"
+    verdict = _verdict(text)[0] if _latest_answer(earlier) else "none"
+    if verdict == "rejected":
+        return "correction" if len(text.split()) > 6 else "feedback"
+    if verdict != "none":
+        return "feedback" if len(text.split()) <= 12 and "?" not in text else "follow_up"
+    return "follow_up" if FOLLOW_UP.match(text) else "request"
+
+
+def _agent_label(chunk: Chunk, chunks: Sequence[Chunk], position: int, task_id: str) -> StepLabel:
+    if chunk.kind == "tool_call":
+        return _tool_label(chunk, chunks[:position], task_id)
+    text = chunk.action.content
+    ends_turn = all(later.kind != "tool_call" for later in _rest_of_turn(chunks, position))
+    if not ends_turn:
+        return _agent_message(chunk, task_id, "message", outcome="none", stance="none", coverage="none")
+    if text.rstrip().endswith("?"):
+        return _agent_message(chunk, task_id, "question", outcome="none", stance="none", coverage="none")
+    failed, partial, hedged = FAILED.search(text), PARTIAL.search(text), HEDGED.search(text)
+    outcome = "failed" if failed else "partial" if partial else "done"
+    return _agent_message(
+        chunk,
+        task_id,
+        "answer",
+        outcome=outcome,
+        stance="hedged" if hedged else "confident",
+        coverage={"done": "complete", "partial": "partial", "failed": "none"}[outcome],
+        evidence=(failed or partial or hedged),
+    )
+
+
+def _rest_of_turn(chunks: Sequence[Chunk], position: int) -> list[Chunk]:
+    rest = []
+    for chunk in chunks[position + 1 :]:
+        if chunk.kind == "user":
+            break
+        rest.append(chunk)
+    return rest
+
+
+def _agent_message(
+    chunk: Chunk,
+    task_id: str,
+    kind: str,
+    *,
+    outcome: str,
+    stance: str,
+    coverage: str,
+    evidence: re.Match[str] | None = None,
+) -> StepLabel:
+    return StepLabel(
+        chunk_id=chunk.chunk_id,
+        task_id=task_id,
+        actor="agent",
+        type=kind,
+        effect="none",
+        result="none",
+        is_output=kind in ("answer", "question"),
+        outcome=outcome,
+        stance=stance,
+        coverage=coverage,
+        evidence=_excerpt(evidence.group(0)) if evidence else None,
+    )
+
+
+def _tool_label(chunk: Chunk, earlier: Sequence[Chunk], task_id: str) -> StepLabel:
+    call = chunk.action
+    writes = _writes(call.tool_name or "", call.tool_input or {})
+    result, evidence = _result(chunk)
+    return StepLabel(
+        chunk_id=chunk.chunk_id,
+        task_id=task_id,
+        actor="agent",
+        type="change" if writes else "lookup",
+        effect="write" if writes else "read",
+        result=result,
+        duplicate_of=_duplicate_of(chunk, earlier),
+        is_output=False,
+        outcome="none",
+        stance="none",
+        coverage="none",
+        evidence=evidence,
+        note=f"tool {call.tool_name}" if call.tool_name else None,
+    )
+
+
+def _writes(tool_name: str, tool_input: Mapping[str, object]) -> bool:
+    if tool_name.lower() in SHELL_TOOLS:
+        return not _read_only_command(_command(tool_input))
+    return any(word in WRITE_VERBS for word in re.split(r"[^a-z]+", _split_camel(tool_name).lower()) if word)
+
+
+def _split_camel(name: str) -> str:
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", name)
+
+
+def _command(tool_input: Mapping[str, object]) -> str:
+    command = tool_input.get("command", tool_input.get("cmd", ""))
+    if isinstance(command, list):
+        command = " ".join(str(part) for part in command)
+    return str(command)
+
+
+def _read_only_command(command: str) -> bool:
+    words = command.replace("bash -lc", "").strip(" '\"").split()
+    if not words:
+        return False
+    head = words[0]
+    if head == "git" and len(words) > 1:
+        head = f"git-{words[1]}"
+    if head == "sed" and "-i" in words:
+        return False
+    return head in READ_ONLY_COMMANDS and not re.search(r"(^|[^>])>[^&]", command)
+
+
+def _result(chunk: Chunk) -> tuple[str, str | None]:
+    result = chunk.result if chunk.action.role != "tool" else chunk.action
+    if result is None:
+        return "none", None
+    exit_code = result.metadata.get("exit_code")
+    if result.metadata.get("is_error") is True or (isinstance(exit_code, int) and exit_code != 0):
+        return "error", _excerpt(result.content) or None
+    if not result.content.strip():
+        return "empty", None
+    not_found = NOT_FOUND.search(result.content)
+    if not_found:
+        return "not_found", _excerpt(not_found.group(0))
+    return "ok", None
+
+
+def _duplicate_of(chunk: Chunk, earlier: Sequence[Chunk]) -> str | None:
+    call = chunk.action
+    if call.role != "assistant":
+        return None
+    key = _call_signature(chunk)
+    return next(
+        (other.chunk_id for other in earlier if other.kind == "tool_call" and _call_signature(other) == key), None
+    )
+
+
+def _call_signature(chunk: Chunk) -> bytes:
+    return orjson.dumps([chunk.action.tool_name, chunk.action.tool_input], option=orjson.OPT_SORT_KEYS)
+
+
+def _excerpt(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= EVIDENCE_MAX_CHARS else text[: EVIDENCE_MAX_CHARS - 1] + "…"

@@ -1,0 +1,175 @@
+"""The tables the labeler owns: kept chunk labels, evaluations per trace revision, the sweep cursor."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, Index, Integer, String, Text, UniqueConstraint, delete, select, update
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from stash_common.db import new_id, utc_now
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
+
+
+class Base(DeclarativeBase):
+    """Metadata of the tables the labeler owns."""
+
+    type_annotation_map = {dict[str, Any]: JSON, Any: JSON}
+
+
+class ChunkLabelRow(Base):
+    """The kept label of one chunk: reused while the chunk's fingerprint is unchanged."""
+
+    __tablename__ = "chunk_labels"
+
+    trace_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    chunk_id: Mapped[str] = mapped_column(String(20), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(String(64))
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    label: Mapped[dict[str, Any]] = mapped_column(JSON)
+    source: Mapped[str] = mapped_column(String(20))
+    model: Mapped[str | None] = mapped_column(String(200))
+    # The grading model's distribution over the credit labels, when the chunk was checked.
+    distribution: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class EvaluationRow(Base):
+    """The labels and scores of one trace revision; every revision keeps its own row."""
+
+    __tablename__ = "evaluations"
+    __table_args__ = (
+        UniqueConstraint("trace_id", "revision", name="uq_evaluations_trace_revision"),
+        Index("ix_evaluations_status_updated", "status", "updated_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(String(64))
+    trace_id: Mapped[str] = mapped_column(String(36))
+    revision: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(20), default=QUEUED)
+    error: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    labeler: Mapped[str | None] = mapped_column(String(20))
+    trace_score: Mapped[float | None] = mapped_column(Float)
+    outcome: Mapped[str | None] = mapped_column(String(40))
+    # {"steps": [...], "tasks": [...]}: the evaluation as the API returns it.
+    body: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class SweepCursorRow(Base):
+    """How far the sweep has read ingest's list of trace revisions."""
+
+    __tablename__ = "sweep_cursors"
+
+    name: Mapped[str] = mapped_column(String(40), primary_key=True)
+    cursor: Mapped[str] = mapped_column(Text)
+
+
+def enqueue(session: Session, owner_id: str, trace_id: str, revision: int) -> bool:
+    """Queue an evaluation of the revision unless it already has one; True when queued now."""
+    found = session.scalar(
+        select(EvaluationRow.id).where(EvaluationRow.trace_id == trace_id, EvaluationRow.revision == revision)
+    )
+    if found is not None:
+        return False
+    session.add(EvaluationRow(owner_id=owner_id, trace_id=trace_id, revision=revision))
+    return True
+
+
+def requeue(session: Session, row: EvaluationRow) -> None:
+    """Run a saved evaluation again (relabel)."""
+    row.status, row.error, row.attempts, row.updated_at = QUEUED, None, 0, utc_now()
+
+
+def claim(session: Session, evaluation_id: str) -> bool:
+    """Move a queued evaluation to running; only one claimer wins."""
+    claimed = session.execute(
+        update(EvaluationRow)
+        .where(EvaluationRow.id == evaluation_id, EvaluationRow.status == QUEUED)
+        .values(status=RUNNING, attempts=EvaluationRow.attempts + 1, updated_at=utc_now())
+    )
+    return claimed.rowcount == 1  # type: ignore[attr-defined]
+
+
+def queued_ids(session: Session, limit: int) -> list[str]:
+    """The oldest queued evaluations."""
+    query = select(EvaluationRow.id).where(EvaluationRow.status == QUEUED).order_by(EvaluationRow.updated_at)
+    return list(session.scalars(query.limit(limit)))
+
+
+def requeue_stale(session: Session, older_than: timedelta, max_attempts: int) -> int:
+    """Queue again evaluations left running by a crashed worker; fail those out of attempts."""
+    cutoff = utc_now() - older_than
+    stale = list(
+        session.scalars(select(EvaluationRow).where(EvaluationRow.status == RUNNING, EvaluationRow.updated_at < cutoff))
+    )
+    for row in stale:
+        if row.attempts >= max_attempts:
+            row.status, row.error = FAILED, f"interrupted {row.attempts} times; relabel to try again"
+        else:
+            row.status = QUEUED
+        row.updated_at = utc_now()
+    return len(stale)
+
+
+def latest_evaluation(
+    session: Session, owner_id: str, trace_id: str, revision: int | None, succeeded_only: bool = False
+) -> EvaluationRow | None:
+    """The evaluation of a revision, or of the latest evaluated revision (queued and running included)."""
+    query = select(EvaluationRow).where(EvaluationRow.owner_id == owner_id, EvaluationRow.trace_id == trace_id)
+    if revision is not None:
+        query = query.where(EvaluationRow.revision == revision)
+    if succeeded_only:
+        query = query.where(EvaluationRow.status == SUCCEEDED)
+    return session.scalar(query.order_by(EvaluationRow.revision.desc()).limit(1))
+
+
+def latest_succeeded(session: Session, owner_id: str, trace_ids: Sequence[str]) -> dict[str, EvaluationRow]:
+    """The newest succeeded evaluation of each trace."""
+    rows = session.scalars(
+        select(EvaluationRow)
+        .where(
+            EvaluationRow.owner_id == owner_id,
+            EvaluationRow.trace_id.in_(trace_ids),
+            EvaluationRow.status == SUCCEEDED,
+        )
+        .order_by(EvaluationRow.revision)
+    )
+    return {row.trace_id: row for row in rows}
+
+
+def kept_labels(session: Session, trace_id: str) -> dict[str, ChunkLabelRow]:
+    """The kept labels of a trace by chunk id."""
+    rows = session.scalars(select(ChunkLabelRow).where(ChunkLabelRow.trace_id == trace_id))
+    return {row.chunk_id: row for row in rows}
+
+
+def forget_trace(session: Session, trace_id: str) -> None:
+    """Drop everything the labeler keeps about a deleted trace."""
+    forget_labels(session, trace_id)
+    session.execute(delete(EvaluationRow).where(EvaluationRow.trace_id == trace_id))
+
+
+def load_cursor(session: Session, name: str) -> str:
+    """The sweep's cursor; empty before the first sweep."""
+    row = session.get(SweepCursorRow, name)
+    return row.cursor if row else ""
+
+
+def save_cursor(session: Session, name: str, cursor: str) -> None:
+    """Remember how far the sweep has read."""
+    session.merge(SweepCursorRow(name=name, cursor=cursor))
+
+
+def forget_labels(session: Session, trace_id: str) -> None:
+    """Drop a trace's kept labels so the next evaluation labels every chunk again."""
+    session.execute(delete(ChunkLabelRow).where(ChunkLabelRow.trace_id == trace_id))
