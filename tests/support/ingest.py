@@ -1,6 +1,7 @@
 """Helpers for ingest tests: a real IngestServicer on a real gRPC port, and payload builders."""
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import grpc
@@ -12,17 +13,20 @@ from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.server import start
 from stash_ingest.api import IngestServicer
 from stash_ingest.imports import Titler
+from stash_ingest.revisions import Announcer
 from stash_ingest.store import MIGRATIONS_DIR
 
 OWNER = "owner-a"
 OTHER_OWNER = "owner-b"
 
 
-def serve_ingest(database_url: str, titler: Titler) -> tuple[Any, Callable[[], None]]:
+def serve_ingest(
+    database_url: str, titler: Titler, announcer: Announcer | None = None, settle: timedelta = timedelta(0)
+) -> tuple[Any, Callable[[], None]]:
     """A started ingest server and a stub on it; returns (stub, stop)."""
     upgrade("ingest", MIGRATIONS_DIR, database_url)
     engine = make_engine(database_url)
-    servicer = IngestServicer(make_sessions(engine), titler)
+    servicer = IngestServicer(make_sessions(engine), titler, announcer, settle)
 
     def register(server: grpc.Server) -> list[str]:
         ingest_pb2_grpc.add_IngestServiceServicer_to_server(servicer, server)

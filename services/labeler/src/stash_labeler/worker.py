@@ -77,8 +77,9 @@ class EvaluationWorker:
     def stop(self, timeout_s: float = 10.0) -> None:
         """Finish the evaluation in hand and stop."""
         self._stopping.set()
-        self.wake()
-        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self.wake()
+            self._thread.join(timeout_s)
 
     def wake(self) -> None:
         """Tell every worker that something was queued."""
