@@ -21,6 +21,8 @@ from stash_labeler.store import MIGRATIONS_DIR
 from stash_labeler.traces import LabelerTrace
 from stash_labeler.worker import EvaluationWorker, WorkerConfig
 
+QUICK_SWEEPS = WorkerConfig(sweep_interval_s=0.5)
+
 
 @dataclass
 class CountingLabeler:
@@ -58,7 +60,7 @@ def serve_labeler(
     labeler: Labeler,
     grader: Grader | None = None,
     start_worker: bool = True,
-    config: WorkerConfig = WorkerConfig(sweep_interval_s=0.5),
+    config: WorkerConfig = QUICK_SWEEPS,
     port: int = 0,
 ) -> RunningLabeler:
     """A started labeler server whose worker reads traces from `ingest`."""

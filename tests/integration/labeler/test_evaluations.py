@@ -217,7 +217,7 @@ def test_an_abandoned_evaluation_is_queued_again_then_failed_after_three_attempt
     _ingest, labeler = wired(announce=False, start_worker=False)
     with transaction(labeler.sessions) as session:
         store.enqueue(session, OWNER, "t-2", 1)
-    for attempt in range(3):
+    for _attempt in range(3):
         with transaction(labeler.sessions) as session:
             (evaluation_id,) = store.queued_ids(session, 10)
             assert store.claim(session, evaluation_id)
