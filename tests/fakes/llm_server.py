@@ -2,12 +2,14 @@
 
 Paid LLM providers are unreachable from tests, so the real `anthropic`, `openai` and `litellm`
 clients talk to this server instead (base URL = `FakeLLM.url`). Tests decide what it answers
-with `reply` (a function of the request body) and read back every request it received.
+with `reply` (a function of the request body) and read back every request it received. An OpenAI
+request with `logprobs: true` gets the first token's `top_logprobs` from `logprobs`, when set.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 import uuid
@@ -16,6 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Responder = Callable[[str, dict[str, Any]], str]
+# Token → probability of the first output token's alternatives, or None for a response without logprobs.
+LogprobResponder = Callable[[str, dict[str, Any]], dict[str, float] | None]
 
 
 class FakeLLM:
@@ -25,6 +29,7 @@ class FakeLLM:
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.reply: Responder = lambda _path, _body: "ok"
         self.fail_status: int | None = None
+        self.logprobs: LogprobResponder | None = None
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -53,7 +58,13 @@ class FakeLLM:
         if path.endswith("/messages"):
             return 200, _anthropic_message(body.get("model", "fake"), text)
         if path.endswith("/chat/completions"):
-            return 200, _openai_completion(body.get("model", "fake"), text)
+            alternatives = self.logprobs(path, body) if self.logprobs is not None and body.get("logprobs") else None
+            logprobs = (
+                _openai_logprobs(text, alternatives, body.get("top_logprobs") or 0)
+                if alternatives is not None
+                else None
+            )
+            return 200, _openai_completion(body.get("model", "fake"), text, logprobs)
         return 404, {"error": {"message": f"no such endpoint {path}"}}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -90,12 +101,31 @@ def _anthropic_message(model: str, text: str) -> dict[str, Any]:
     }
 
 
-def _openai_completion(model: str, text: str) -> dict[str, Any]:
+def _openai_completion(model: str, text: str, logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    message = {"role": "assistant", "content": text}
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 10, "completion_tokens": max(1, len(text) // 4), "total_tokens": 20},
     }
+
+
+def _openai_logprobs(text: str, alternatives: dict[str, float], top: int) -> dict[str, Any]:
+    ranked = sorted(((token, p) for token, p in alternatives.items() if p > 0), key=lambda item: -item[1])[:top]
+    chosen = alternatives.get(text, 0.0)
+    return {
+        "content": [
+            {
+                **_token_logprob(text, chosen if chosen > 0 else 1.0),
+                "top_logprobs": [_token_logprob(token, p) for token, p in ranked],
+            }
+        ],
+        "refusal": None,
+    }
+
+
+def _token_logprob(token: str, probability: float) -> dict[str, Any]:
+    return {"token": token, "logprob": math.log(probability), "bytes": list(token.encode())}

@@ -1,11 +1,13 @@
 """The labeler's evaluations end to end over real gRPC: ingest announces, the worker labels, scores and saves."""
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
 import grpc
+import openai
 import orjson
 import pytest
 
@@ -15,7 +17,9 @@ from stash_common.db import transaction
 from stash_ingest.revisions import Announcer
 from stash_ingest.titles import derive_title
 from stash_labeler import store
+from stash_labeler.llm_labeler import OpenAILabeler
 from stash_labeler.rules import RuleLabeler
+from fakes.llm_server import FakeLLM
 from support.fixtures import REAL_FIXTURES
 from support.ingest import OWNER, import_payload, serve_ingest, stash_line
 from support.labeler import CountingLabeler, RunningLabeler, serve_labeler
@@ -42,16 +46,20 @@ def wired(postgres_url: str) -> Iterator[Callable[..., tuple[Any, RunningLabeler
         stop()
 
 
-def evaluation(labeler: RunningLabeler, trace_id: str, revision: int | None = None, timeout_s: float = 15) -> Any:
-    """The evaluation of the trace (at `revision`), once it has finished."""
+def evaluation(
+    labeler: RunningLabeler,
+    trace_id: str,
+    revision: int | None = None,
+    timeout_s: float = 15,
+    accept_failed: bool = True,
+) -> Any:
+    """The evaluation of the trace (at `revision`), once it has finished (succeeded only, unless `accept_failed`)."""
     deadline = time.monotonic() + timeout_s
     request = labeler_pb2.GetTraceEvaluationRequest(owner_id=OWNER, trace_id=trace_id, revision=revision)
     while time.monotonic() < deadline:
         found = labeler.stub.GetTraceEvaluation(request, timeout=10)
-        if found.HasField("evaluation") and found.evaluation.status in (
-            common_pb2.JOB_STATUS_SUCCEEDED,
-            common_pb2.JOB_STATUS_FAILED,
-        ):
+        finished = [common_pb2.JOB_STATUS_SUCCEEDED] + ([common_pb2.JOB_STATUS_FAILED] if accept_failed else [])
+        if found.HasField("evaluation") and found.evaluation.status in finished:
             return found.evaluation
         time.sleep(0.05)
     raise TimeoutError(f"trace {trace_id} was not evaluated within {timeout_s}s")
@@ -336,3 +344,43 @@ def test_a_foreign_cursor_is_refused(wired: Callable[..., tuple[Any, RunningLabe
         ingest.ListTraceRevisions(ingest_pb2.ListTraceRevisionsRequest(cursor="not-a-cursor"), timeout=10)
 
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def _label_reply(_path: str, body: dict[str, Any]) -> str:
+    """A valid label for the chunk the last message asks about (the local stand-in's model)."""
+    asked = str(body["messages"][-1]["content"])
+    chunk_id, actor = re.search(r"Label chunk (c\d+) \(actor (\w+)", asked).groups()  # type: ignore[union-attr]
+    if actor == "user":
+        fields = {"intent": "request", "verdict": "none", "sentiment": "neutral"}
+    else:
+        fields = {"type": "message", "effect": "none", "result": "none", "is_output": False}
+        fields |= {"outcome": "none", "stance": "none", "coverage": "none"}
+    return orjson.dumps({"chunk_id": chunk_id, "task_id": "t0", "actor": actor, **fields}).decode()
+
+
+def test_the_llm_labeler_sends_only_new_chunks_and_records_schema_failures(
+    wired: Callable[..., tuple[Any, RunningLabeler]], fake_llm: FakeLLM
+) -> None:
+    client = openai.OpenAI(api_key="test", base_url=f"{fake_llm.url}/v1", max_retries=0)
+    ingest, labeler = wired(OpenAILabeler(client, "label-model"))
+    lines = _claude_code_lines()
+    fake_llm.reply = lambda _path, _body: '{"chunk_id": "c0", "actor": "user", "intent": "shouting"}'
+    trace_id = import_payload(ingest, "\n".join(lines[: len(lines) // 2]), fmt="claude_code").trace_ids[0]
+
+    failed = evaluation(labeler, trace_id, 1)
+    assert failed.status == common_pb2.JOB_STATUS_FAILED
+    assert "chunk c0" in failed.error and len(fake_llm.requests) == 2  # one retry, then the recorded failure
+
+    fake_llm.reply = _label_reply
+    fake_llm.requests.clear()
+    labeler.stub.RelabelTrace(labeler_pb2.RelabelTraceRequest(owner_id=OWNER, trace_id=trace_id), timeout=10)
+    first = evaluation(labeler, trace_id, 1, accept_failed=False)
+    first_chunks = {step.chunk_id for step in first.steps}
+    assert len(fake_llm.requests) == len(first_chunks)
+    assert {step.label_model for step in first.steps} == {"label-model"}
+
+    fake_llm.requests.clear()
+    import_payload(ingest, "\n".join(lines), fmt="claude_code")
+    second = evaluation(labeler, trace_id, 2)
+    new_chunks = {step.chunk_id for step in second.steps} - first_chunks
+    assert new_chunks and len(new_chunks) <= len(fake_llm.requests) <= len(new_chunks) + 1

@@ -7,6 +7,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from stash_common.settings import DEFAULT_GRPC_PORTS, ServiceSettings, cluster_required, service_config, shared
+from stash_labeler.prm import PRMConfig
 
 
 class LabelerSettings(ServiceSettings):
@@ -31,7 +32,7 @@ class LabelerSettings(ServiceSettings):
         80, ge=1, validation_alias="STASH_STEP_LABELING_MAX_CHUNKS", description="chunks per labeling window"
     )
     step_labeling_max_chars: int = Field(
-        200_000, ge=1000, validation_alias="STASH_STEP_LABELING_MAX_CHARS", description="characters per window"
+        200_000, ge=5600, validation_alias="STASH_STEP_LABELING_MAX_CHARS", description="characters per window"
     )
     grading_model: str | None = shared(
         "STASH_GRADING_MODEL", None, "model for the optional quality checks; unset: no quality checks"
@@ -39,3 +40,11 @@ class LabelerSettings(ServiceSettings):
     grading_api_key: str | None = shared("STASH_GRADING_API_KEY", None, "key of the grading model's API")
     grading_base_url: str | None = shared("STASH_GRADING_BASE_URL", None, "OpenAI-compatible URL of the grading API")
     sweep_interval_s: float = Field(30.0, gt=0, description="seconds between sweeps for missed revisions")
+    prm_config: PRMConfig = shared(
+        "STASH_PRM_CONFIG",
+        PRMConfig(),
+        'trajectory PRM settings as JSON, e.g. {"strategy": "rules+ml", "ml_threshold": 0.7, "ml_min_events": 3}',
+    )
+    prm_model: str | None = shared(
+        "STASH_PRM_MODEL", None, "model of the PRM's LLM classifier (default: the label model)"
+    )
