@@ -13,13 +13,15 @@ from typing import Any
 import grpc
 import structlog
 
-from stash.rm.v1 import labeler_pb2
+from stash.rm.v1 import common_pb2, labeler_pb2
 from stash_gateway.rendering import optional, struct_json, timestamp_json
 
 log = structlog.get_logger()
 _STATUS_NAMES = {1: "queued", 2: "running", 3: "succeeded", 4: "failed"}
 _OUTCOME_NAMES = {1: "success", 2: "failure", 3: "partial_success", 4: "insufficient_evidence"}
 _SOURCE_NAMES = {1: "imported", 2: "llm", 3: "rules"}
+_PATTERN_SOURCE_NAMES = {1: "rules", 2: "ml"}
+PATTERN_TRACES_MAX = 10_000
 _OUT_OF_REACH = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 READ_TIMEOUT_S = 10
 
@@ -51,6 +53,7 @@ def merge_evaluation(detail: dict[str, Any], latest: Any | None, shown: Any | No
     """Add `evaluation`, `step_scores`, and each step's `metadata.label` / `metadata.reward` to a TraceDetail."""
     detail["evaluation"] = _evaluation_json(latest, shown)
     detail["step_scores"] = [_task_json(task) for task in shown.task_scores] if shown is not None else []
+    detail["process_patterns"] = [finding_json(item) for item in shown.process_patterns] if shown is not None else []
     if shown is None:
         return detail
     by_step = {step.step_id: step for step in shown.steps}
@@ -73,6 +76,29 @@ def _evaluation_json(latest: Any | None, shown: Any | None) -> dict[str, Any] | 
         "score": optional(shown, "trace_score") if shown is not None else None,
         "outcome": _OUTCOME_NAMES.get(shown.outcome) if shown is not None else None,
         "evaluated_at": timestamp_json(shown, "created_at") if shown is not None else None,
+    }
+
+
+def pattern_json(pattern: Any) -> dict[str, Any]:
+    """`{pattern, taxonomy, severity, source, confidence}` of a detected pattern."""
+    return {
+        "pattern": pattern.name,
+        "taxonomy": pattern.taxonomy,
+        "severity": pattern.severity,
+        "source": _PATTERN_SOURCE_NAMES.get(pattern.source),
+        "confidence": optional(pattern, "confidence"),
+    }
+
+
+def finding_json(finding: Any) -> dict[str, Any]:
+    """A process pattern of a stored trace with the step range it covers and the suggestion."""
+    return {
+        **pattern_json(finding.pattern),
+        "first_step_id": finding.first_step_id,
+        "last_step_id": finding.last_step_id,
+        "first_step_index": finding.first_step_index,
+        "last_step_index": finding.last_step_index,
+        "suggestion": finding.suggestion,
     }
 
 
@@ -133,3 +159,17 @@ def _summary_json(summary: Any) -> dict[str, Any]:
         "score": optional(summary, "trace_score"),
         "outcome": _OUTCOME_NAMES.get(summary.outcome),
     }
+
+
+def traces_with_pattern(labeler: Any, owner_id: str, pattern: str) -> list[str]:
+    """Ids of the owner's traces whose latest evaluation found `pattern` (one finding per pattern and trace)."""
+    trace_ids: list[str] = []
+    while len(trace_ids) < PATTERN_TRACES_MAX:
+        request = labeler_pb2.ListProcessPatternsRequest(
+            owner_id=owner_id, pattern=pattern, page=common_pb2.PageRequest(limit=500, offset=len(trace_ids))
+        )
+        page = labeler.ListProcessPatterns(request, timeout=READ_TIMEOUT_S)
+        trace_ids += [finding.trace_id for finding in page.findings]
+        if not page.findings or len(trace_ids) >= page.page_info.total:
+            break
+    return trace_ids

@@ -152,10 +152,13 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
 
     def ListTraces(self, request: Any, context: grpc.ServicerContext) -> Any:
         """One page of the owner's traces, newest import first."""
+        if request.HasField("process_pattern"):
+            raise InvalidArgument("process_pattern", "ingest holds no findings; pass the labeler's trace_ids")
         where = store.TraceFilter(
             source_id=request.source_id if request.HasField("source_id") else None,
             created_after=_time(request, "created_after"),
             created_before=_time(request, "created_before"),
+            trace_ids=list(request.trace_ids),
         )
         limit, offset = _page(request.page)
         with transaction(self.sessions) as session:

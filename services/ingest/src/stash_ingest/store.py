@@ -253,11 +253,12 @@ def load_spans(session: Session, trace_id: str) -> list[Span]:
 
 @dataclass(frozen=True)
 class TraceFilter:
-    """Which of an owner's traces to show: by source and by import date."""
+    """Which of an owner's traces to show: by source, by import date, and by id."""
 
     source_id: str | None = None
     created_after: datetime | None = None
     created_before: datetime | None = None
+    trace_ids: Sequence[str] = ()
 
 
 def list_trace_rows(
@@ -271,6 +272,8 @@ def list_trace_rows(
         conditions.append(TraceRow.created_at >= where.created_after)
     if where.created_before is not None:
         conditions.append(TraceRow.created_at < where.created_before)
+    if where.trace_ids:
+        conditions.append(TraceRow.id.in_(where.trace_ids))
     total = session.scalar(select(func.count()).select_from(TraceRow).where(*conditions)) or 0
     page = select(TraceRow).where(*conditions).order_by(TraceRow.created_at.desc(), TraceRow.id)
     return list(session.scalars(page.limit(limit).offset(offset))), total

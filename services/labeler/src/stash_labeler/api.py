@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
+import structlog
 from google.protobuf import struct_pb2, timestamp_pb2
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2, labeler_pb2_grpc
-from stash_common.db import transaction
+from stash_common.db import transaction, utc_now
 from stash_common.errors import InvalidArgument, NotFound
 from stash_labeler import store
+from stash_labeler.prm import PATTERN_NAMES, CourseCorrection, Pattern, TrajectoryEvent
+from stash_labeler.process import latest_correction, record_events
 from stash_labeler.worker import EvaluationWorker
+
+log = structlog.get_logger()
 
 _STATUSES = {
     store.QUEUED: common_pb2.JOB_STATUS_QUEUED,
@@ -32,7 +38,10 @@ _SOURCES = {
     "llm": labeler_pb2.LABEL_SOURCE_LLM,
     "rules": labeler_pb2.LABEL_SOURCE_RULES,
 }
+_PATTERN_SOURCES = {"rules": labeler_pb2.PATTERN_SOURCE_RULES, "ml": labeler_pb2.PATTERN_SOURCE_ML}
 MAX_BATCH = 500
+MAX_EVENTS_PER_CALL = 500
+PAGE_LIMIT_MAX = 500
 
 
 class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
@@ -84,6 +93,46 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
             summaries = [_summary(rows[trace_id]) for trace_id in request.trace_ids if trace_id in rows]
         return labeler_pb2.BatchGetEvaluationSummariesResponse(summaries=summaries)
 
+    def ListProcessPatterns(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Findings in the latest evaluated revision of the owner's traces, newest first."""
+        pattern = request.pattern if request.HasField("pattern") else None
+        if pattern is not None and pattern not in PATTERN_NAMES:
+            raise InvalidArgument("pattern", f"unknown pattern {pattern!r}; one of {', '.join(PATTERN_NAMES)}")
+        limit = request.page.limit or 50
+        if not 1 <= limit <= PAGE_LIMIT_MAX or request.page.offset < 0:
+            raise InvalidArgument("limit", f"limit must be 1 to {PAGE_LIMIT_MAX} and offset at least 0")
+        trace_id = request.trace_id if request.HasField("trace_id") else None
+        with transaction(self.sessions) as session:
+            rows, total = store.list_findings(session, _owner(request), trace_id, pattern, limit, request.page.offset)
+            findings = [_finding_row(row) for row in rows]
+        return labeler_pb2.ListProcessPatternsResponse(findings=findings, page_info=common_pb2.PageInfo(total=total))
+
+    def RecordTrajectoryEvents(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Append a live task's events; answer the course correction to splice in, or none."""
+        owner_id, events = _owner(request), _events(request)
+        if not 1 <= len(request.task_id) <= 200:
+            raise InvalidArgument("task_id", "must be 1 to 200 characters")
+        try:
+            with transaction(self.sessions) as session:
+                correction, patterns = record_events(
+                    session, self.worker.process_model, owner_id, request.task_id, events
+                )
+        except Exception:  # the PRM is advisory: it never fails the agent's request
+            log.exception("trajectory events not analysed", task_id=request.task_id)
+            return labeler_pb2.RecordTrajectoryEventsResponse()
+        return labeler_pb2.RecordTrajectoryEventsResponse(
+            course_correction=_correction(correction) if correction else None,
+            patterns=[_pattern(pattern) for pattern in patterns],
+        )
+
+    def GetCourseCorrection(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """The newest correction emitted for a task (live, or an OTLP trace id), if any."""
+        with transaction(self.sessions) as session:
+            correction = latest_correction(session, _owner(request), request.task_id)
+        return labeler_pb2.GetCourseCorrectionResponse(
+            course_correction=_correction(correction) if correction else None
+        )
+
     def _current_revision(self, owner_id: str, trace_id: str) -> int:
         request = ingest_pb2.GetTraceRequest(owner_id=owner_id, trace_id=trace_id)
         try:
@@ -100,6 +149,95 @@ def _owner(request: Any) -> str:
     return str(request.owner_id)
 
 
+def _events(request: Any) -> list[TrajectoryEvent]:
+    if not 1 <= len(request.events) <= MAX_EVENTS_PER_CALL:
+        raise InvalidArgument("events", f"send 1 to {MAX_EVENTS_PER_CALL} events per call")
+    events = []
+    for position, event in enumerate(request.events):
+        if not event.action:
+            raise InvalidArgument(f"events[{position}].action", "must name the action (a tool name or verb)")
+        try:
+            events.append(
+                TrajectoryEvent(
+                    timestamp=event.timestamp.ToDatetime(tzinfo=UTC) if event.HasField("timestamp") else utc_now(),
+                    role=event.role or "agent",
+                    action=event.action,
+                    target_files=tuple(event.target_files),
+                    success=event.success,
+                    duration_s=event.duration_s,
+                )
+            )
+        except ValueError as error:
+            raise InvalidArgument(f"events[{position}]", str(error)) from None
+    return events
+
+
+def _pattern(pattern: Pattern) -> Any:
+    return labeler_pb2.Pattern(
+        name=pattern.name,
+        taxonomy=pattern.taxonomy,
+        severity=pattern.severity,
+        source=_PATTERN_SOURCES[pattern.source],
+        confidence=pattern.confidence,
+    )
+
+
+def _correction(correction: CourseCorrection) -> Any:
+    return labeler_pb2.CourseCorrection(
+        task_id=correction.task_id,
+        taxonomy=correction.taxonomy,
+        pattern=correction.pattern,
+        suggestion=correction.suggestion,
+        prompt_block=correction.prompt_block,
+        fingerprint=correction.fingerprint,
+        created_at=_timestamp(correction.created_at),
+    )
+
+
+def _finding_json(trace_id: str, revision: int, finding: Mapping[str, Any]) -> Any:
+    return labeler_pb2.ProcessFinding(
+        trace_id=trace_id,
+        revision=revision,
+        pattern=labeler_pb2.Pattern(
+            name=finding["pattern"],
+            taxonomy=finding["taxonomy"],
+            severity=finding["severity"],
+            source=_PATTERN_SOURCES[finding["source"]],
+            confidence=finding.get("confidence"),
+        ),
+        first_step_id=finding["first_step_id"],
+        last_step_id=finding["last_step_id"],
+        first_step_index=finding["first_step_index"],
+        last_step_index=finding["last_step_index"],
+        suggestion=finding["suggestion"],
+    )
+
+
+def _finding_row(row: store.ProcessFindingRow) -> Any:
+    return _finding_json(
+        row.trace_id,
+        row.revision,
+        {
+            "pattern": row.pattern,
+            "taxonomy": row.taxonomy,
+            "severity": row.severity,
+            "source": row.source,
+            "confidence": row.confidence,
+            "first_step_id": row.first_step_id,
+            "last_step_id": row.last_step_id,
+            "first_step_index": row.first_step_index,
+            "last_step_index": row.last_step_index,
+            "suggestion": row.suggestion,
+        },
+    )
+
+
+def _timestamp(moment: datetime) -> timestamp_pb2.Timestamp:
+    message = timestamp_pb2.Timestamp()
+    message.FromDatetime(moment)
+    return message
+
+
 def _summary(row: store.EvaluationRow) -> Any:
     return labeler_pb2.EvaluationSummary(
         trace_id=row.trace_id,
@@ -113,8 +251,6 @@ def _summary(row: store.EvaluationRow) -> Any:
 def evaluation_to_proto(row: store.EvaluationRow) -> Any:
     """A saved evaluation as its message."""
     body = row.body or {"steps": [], "tasks": []}
-    created_at = timestamp_pb2.Timestamp()
-    created_at.FromDatetime(row.finished_at or row.created_at)
     return labeler_pb2.TraceEvaluation(
         trace_id=row.trace_id,
         revision=row.revision,
@@ -124,8 +260,11 @@ def evaluation_to_proto(row: store.EvaluationRow) -> Any:
         task_scores=[labeler_pb2.TaskScore(**task) for task in body["tasks"]],
         trace_score=row.trace_score,
         outcome=_OUTCOMES.get(row.outcome or "", common_pb2.OUTCOME_UNSPECIFIED),
-        created_at=created_at,
+        created_at=_timestamp(row.finished_at or row.created_at),
         labeler=row.labeler or "",
+        process_patterns=[
+            _finding_json(row.trace_id, row.revision, finding) for finding in body.get("process_patterns", [])
+        ],
     )
 
 

@@ -12,12 +12,15 @@ from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2, labeler_pb2_grpc
 from stash_common.channels import open_channel
 from stash_common.coordination import make_coordination
 from stash_common.db import make_engine, make_sessions, upgrade
+from stash_common.errors import ConfigError
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
 from stash_labeler.api import LabelerServicer
 from stash_labeler.evaluate import Grader
 from stash_labeler.labeling import Labeler
+from stash_labeler.prm import LLMTrajectoryClassifier
+from stash_labeler.process import ProcessModel
 from stash_labeler.rules import RuleLabeler
 from stash_labeler.settings import LabelerSettings
 from stash_labeler.store import MIGRATIONS_DIR
@@ -55,6 +58,25 @@ def make_grader(settings: LabelerSettings) -> Grader | None:
     return OpenAIGrader(client, settings.grading_model)
 
 
+def make_process_model(settings: LabelerSettings) -> ProcessModel:
+    """The trajectory PRM: the rule detectors, plus the LLM classifier for strategy `rules+ml`."""
+    config = settings.prm_config
+    if config.strategy == "rules":
+        return ProcessModel(config)
+    if not settings.openai_api_key:
+        raise ConfigError('STASH_OPENAI_API_KEY is not set (needed by STASH_PRM_CONFIG strategy "rules+ml")')
+    import openai
+
+    client = openai.AsyncOpenAI(api_key=settings.openai_api_key, base_url=settings.openai_base_url)
+    model = settings.prm_model or settings.step_label_model
+
+    async def complete(prompt: str) -> str:
+        response = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}])
+        return response.choices[0].message.content or ""
+
+    return ProcessModel(config, LLMTrajectoryClassifier.from_config(complete, config))
+
+
 def main() -> None:
     """Run the labeler service until SIGTERM or SIGINT."""
     settings = load(LabelerSettings)
@@ -71,6 +93,7 @@ def main() -> None:
         wakeups,
         WorkerConfig(sweep_interval_s=settings.sweep_interval_s, stale_after=timedelta(minutes=10)),
         grader=make_grader(settings),
+        process_model=make_process_model(settings),
     )
     servicer = LabelerServicer(sessions, ingest, worker)
     log.info("labeler configured", labeler=labeler.source.value, grading=bool(settings.grading_model))

@@ -7,7 +7,20 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, Index, Integer, String, Text, UniqueConstraint, delete, select, update
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    delete,
+    func,
+    select,
+    update,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from stash_common.db import new_id, utc_now
@@ -63,6 +76,62 @@ class EvaluationRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ProcessFindingRow(Base):
+    """A failure pattern found in the latest evaluated revision of a stored trace."""
+
+    __tablename__ = "process_findings"
+    __table_args__ = (
+        Index("ix_process_findings_owner_pattern", "owner_id", "pattern"),
+        Index("ix_process_findings_trace", "trace_id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(String(64))
+    trace_id: Mapped[str] = mapped_column(String(36))
+    revision: Mapped[int] = mapped_column(Integer)
+    pattern: Mapped[str] = mapped_column(String(40))
+    taxonomy: Mapped[str] = mapped_column(String(40))
+    severity: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(String(10))
+    confidence: Mapped[float | None] = mapped_column(Float)
+    first_step_id: Mapped[str] = mapped_column(String(36))
+    last_step_id: Mapped[str] = mapped_column(String(36))
+    first_step_index: Mapped[int] = mapped_column(Integer)
+    last_step_index: Mapped[int] = mapped_column(Integer)
+    suggestion: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class TrajectoryEventRow(Base):
+    """One event of a live task's trailing window (the newest 50 per task are kept)."""
+
+    __tablename__ = "trajectory_events"
+
+    owner_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    event: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class CourseCorrectionRow(Base):
+    """The ledger of emitted course corrections: at most one per fingerprint per task."""
+
+    __tablename__ = "course_corrections"
+    __table_args__ = (
+        UniqueConstraint("owner_id", "task_id", "fingerprint", name="uq_course_corrections_task_fingerprint"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(String(64))
+    task_id: Mapped[str] = mapped_column(String(200))
+    taxonomy: Mapped[str] = mapped_column(String(40))
+    pattern: Mapped[str] = mapped_column(String(40))
+    fingerprint: Mapped[str] = mapped_column(String(100))
+    suggestion: Mapped[str] = mapped_column(String(500))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
 
 
 class SweepCursorRow(Base):
@@ -156,7 +225,22 @@ def kept_labels(session: Session, trace_id: str) -> dict[str, ChunkLabelRow]:
 def forget_trace(session: Session, trace_id: str) -> None:
     """Drop everything the labeler keeps about a deleted trace."""
     forget_labels(session, trace_id)
+    session.execute(delete(ProcessFindingRow).where(ProcessFindingRow.trace_id == trace_id))
     session.execute(delete(EvaluationRow).where(EvaluationRow.trace_id == trace_id))
+
+
+def list_findings(
+    session: Session, owner_id: str, trace_id: str | None, pattern: str | None, limit: int, offset: int
+) -> tuple[list[ProcessFindingRow], int]:
+    """One page of the owner's findings (newest first) and how many match in all."""
+    where = [ProcessFindingRow.owner_id == owner_id]
+    if trace_id is not None:
+        where.append(ProcessFindingRow.trace_id == trace_id)
+    if pattern is not None:
+        where.append(ProcessFindingRow.pattern == pattern)
+    total = session.scalar(select(func.count()).select_from(ProcessFindingRow).where(*where)) or 0
+    query = select(ProcessFindingRow).where(*where).order_by(ProcessFindingRow.created_at.desc(), ProcessFindingRow.id)
+    return list(session.scalars(query.limit(limit).offset(offset))), total
 
 
 def load_cursor(session: Session, name: str) -> str:

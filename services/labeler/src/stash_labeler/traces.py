@@ -47,6 +47,7 @@ class LabelerTrace:
     source_format: str
     steps: tuple[TraceStep, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
+    external_id: str | None = None
 
 
 def step_from_proto(message: Any) -> TraceStep:
@@ -72,4 +73,5 @@ def trace_from_proto(owner_id: str, message: Any) -> LabelerTrace:
         source_format=message.source_format,
         steps=tuple(step_from_proto(step) for step in message.steps),
         metadata=json_format.MessageToDict(message.metadata),
+        external_id=message.external_id if message.HasField("external_id") else None,
     )

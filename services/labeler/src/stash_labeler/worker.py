@@ -20,12 +20,13 @@ import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash.rm.v1 import ingest_pb2
-from stash_common.coordination import Wakeups
+from stash_common.coordination import Subscription, Wakeups
 from stash_common.db import transaction, utc_now
 from stash_labeler import store
 from stash_labeler.evaluate import Evaluation, Grader, KeptLabel, evaluate
 from stash_labeler.labeling import ChunkLabel, Labeler, LabelingError
 from stash_labeler.labels import LabelSource, StepLabel
+from stash_labeler.process import Finding, ProcessModel, correct_otlp_trace, save_findings
 from stash_labeler.traces import LabelerTrace, trace_from_proto
 
 log = structlog.get_logger()
@@ -34,8 +35,6 @@ SWEEP_CURSOR = "ingest.revisions"
 CLAIM_BATCH = 20
 MAX_ATTEMPTS = 3
 _OUT_OF_REACH = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-# Called after each saved evaluation with the trace it evaluated (the trajectory PRM hooks in here).
-AfterEvaluation = Callable[[Session, LabelerTrace, Evaluation], None]
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ class EvaluationWorker:
         wakeups: Wakeups,
         config: WorkerConfig = WorkerConfig(),
         grader: Grader | None = None,
-        after_evaluation: AfterEvaluation | None = None,
+        process_model: ProcessModel | None = None,
     ) -> None:
         self.sessions = sessions
         self.ingest = ingest
@@ -66,7 +65,7 @@ class EvaluationWorker:
         self.grader = grader
         self.wakeups = wakeups
         self.config = config
-        self.after_evaluation = after_evaluation
+        self.process_model = process_model or ProcessModel()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="evaluation-worker", daemon=True)
 
@@ -94,9 +93,16 @@ class EvaluationWorker:
                     self._guarded(self.sweep)
                     next_sweep = monotonic() + self.config.sweep_interval_s
                 self._guarded(self.drain)
-                subscription.wait(min(self.config.sweep_interval_s, max(0.0, next_sweep - monotonic())))
+                self._wait(subscription, min(self.config.sweep_interval_s, max(0.0, next_sweep - monotonic())))
         finally:
             subscription.close()
+
+    def _wait(self, subscription: Subscription, timeout_s: float) -> None:
+        try:
+            subscription.wait(timeout_s)
+        except Exception:  # Redis away: fall back to polling until it answers again
+            log.exception("wake-ups unavailable; polling")
+            self._stopping.wait(min(timeout_s, 1.0))
 
     def _guarded(self, work: Callable[[], object]) -> None:
         try:
@@ -171,10 +177,12 @@ class EvaluationWorker:
             log.exception("evaluation failed", trace_id=trace_id, revision=revision)
             self._fail(evaluation_id, f"{type(error).__name__}: {error}")
             return True
+        findings = self._findings(trace)
+        evaluation.body["process_patterns"] = [finding.as_json() for finding in findings]
         with transaction(self.sessions) as session:
             _save(session, evaluation_id, trace, evaluation)
-            if self.after_evaluation is not None:
-                self.after_evaluation(session, trace, evaluation)
+            save_findings(session, trace, findings)
+            correct_otlp_trace(session, trace, findings)
         log.info(
             "trace evaluated",
             trace_id=trace_id,
@@ -185,6 +193,13 @@ class EvaluationWorker:
             outcome=evaluation.outcome,
         )
         return True
+
+    def _findings(self, trace: LabelerTrace) -> list[Finding]:
+        try:
+            return self.process_model.trace_findings(trace)
+        except Exception:  # the PRM is advisory: it never fails an evaluation
+            log.exception("process patterns failed", trace_id=trace.id, revision=trace.revision)
+            return []
 
     def _fetch(self, owner_id: str, trace_id: str, revision: int) -> LabelerTrace | None:
         """The trace at `revision`; None (and the row settled) when it was deleted or superseded."""

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2
 from stash_common.errors import InvalidArgument, ResourceExhausted
 from stash_gateway.auth import Reader, Writer
-from stash_gateway.evaluations import merge_evaluation, summaries, trace_evaluations
+from stash_gateway.evaluations import merge_evaluation, summaries, trace_evaluations, traces_with_pattern
 from stash_gateway.rendering import summary_json, trace_detail_json
 from stash_gateway.routes import API_PREFIX
 
@@ -84,17 +84,22 @@ def list_traces(
     imported_from: Annotated[date | None, Query(description="first import date, inclusive")] = None,
     imported_to: Annotated[date | None, Query(description="last import date, inclusive")] = None,
     tz: Annotated[str, Query(description="IANA time zone of the import dates")] = "UTC",
+    pattern: Annotated[str | None, Query(description="only traces with this process pattern")] = None,
 ) -> dict[str, Any]:
     """`{traces: [TraceSummary], total}`; import dates are local calendar days in `tz`."""
     after, before = _import_window(imported_from, imported_to, tz)
+    peers = request.app.state.peers
+    trace_ids = traces_with_pattern(peers.labeler, principal.user_id, pattern) if pattern else []
+    if pattern and not trace_ids:
+        return {"traces": [], "total": 0}
     message = ingest_pb2.ListTracesRequest(
         owner_id=principal.user_id,
         page=common_pb2.PageRequest(limit=limit, offset=offset),
         source_id=source_id,
         created_after=after,
         created_before=before,
+        trace_ids=trace_ids,
     )
-    peers = request.app.state.peers
     response = peers.ingest.ListTraces(message, timeout=30)
     scores = summaries(peers.labeler, principal.user_id, [item.id for item in response.traces])
     traces = [{**summary_json(item), "evaluation": scores.get(item.id)} for item in response.traces]

@@ -320,12 +320,15 @@ class ListTracesRequest(_message.Message):
     CREATED_AFTER_FIELD_NUMBER: _builtins.int
     CREATED_BEFORE_FIELD_NUMBER: _builtins.int
     PROCESS_PATTERN_FIELD_NUMBER: _builtins.int
+    TRACE_IDS_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """The authenticated owner."""
     source_id: _builtins.str
     """Only traces from this source id."""
     process_pattern: _builtins.str
-    """Only traces in which the labeler found this process pattern (for example "ping_pong")."""
+    """Not evaluated by ingest, which answers INVALID_ARGUMENT when it is set: the labeler owns process
+    findings, so the gateway resolves a pattern to `trace_ids` through ListProcessPatterns.
+    """
     @_builtins.property
     def page(self) -> _common_pb2.PageRequest:
         """Which page to return."""
@@ -338,6 +341,10 @@ class ListTracesRequest(_message.Message):
     def created_before(self) -> _timestamp_pb2.Timestamp:
         """Only traces imported before this time."""
 
+    @_builtins.property
+    def trace_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only these traces, when at least one is given."""
+
     def __init__(
         self,
         *,
@@ -347,10 +354,11 @@ class ListTracesRequest(_message.Message):
         created_after: _timestamp_pb2.Timestamp | None = ...,
         created_before: _timestamp_pb2.Timestamp | None = ...,
         process_pattern: _builtins.str | None = ...,
+        trace_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_process_pattern", b"_process_pattern", "_source_id", b"_source_id", "created_after", b"created_after", "created_before", b"created_before", "page", b"page", "process_pattern", b"process_pattern", "source_id", b"source_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_process_pattern", b"_process_pattern", "_source_id", b"_source_id", "created_after", b"created_after", "created_before", b"created_before", "owner_id", b"owner_id", "page", b"page", "process_pattern", b"process_pattern", "source_id", b"source_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_process_pattern", b"_process_pattern", "_source_id", b"_source_id", "created_after", b"created_after", "created_before", b"created_before", "owner_id", b"owner_id", "page", b"page", "process_pattern", b"process_pattern", "source_id", b"source_id", "trace_ids", b"trace_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__process_pattern: _TypeAlias = _typing.Literal["process_pattern"]  # noqa: Y015
     _WhichOneofArgType__process_pattern: _TypeAlias = _typing.Literal["_process_pattern", b"_process_pattern"]  # noqa: Y015
