@@ -10,6 +10,7 @@ import grpc
 import openai
 import orjson
 import pytest
+from fakes.llm_server import FakeLLM
 
 from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2, labeler_pb2_grpc
 from stash_common.channels import open_channel
@@ -19,7 +20,6 @@ from stash_ingest.titles import derive_title
 from stash_labeler import store
 from stash_labeler.llm_labeler import OpenAILabeler
 from stash_labeler.rules import RuleLabeler
-from fakes.llm_server import FakeLLM
 from support.fixtures import REAL_FIXTURES
 from support.ingest import OWNER, import_payload, serve_ingest, stash_line
 from support.labeler import CountingLabeler, RunningLabeler, serve_labeler
