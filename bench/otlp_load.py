@@ -104,6 +104,7 @@ def stash_stack(database_url: str) -> Iterator[StashStack]:
         "STASH_DATA_DIR": str(data_dir),
         "STASH_INGEST_DATABASE_URL": database_url,
         "STASH_GATEWAY_DATABASE_URL": database_url,
+        "STASH_LABELER_DATABASE_URL": database_url,
         "STASH_GATEWAY_PORT": str(free_port()),
         "STASH_GATEWAY_OTLP_GRPC_PORT": str(free_port()),
         "STASH_LOG_LEVEL": "WARNING",
