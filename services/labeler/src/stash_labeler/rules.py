@@ -249,15 +249,19 @@ def _command(tool_input: Mapping[str, object]) -> str:
 
 
 def _read_only_command(command: str) -> bool:
-    words = command.replace("bash -lc", "").strip(" '\"").split()
-    if not words:
+    """Every command of a chain or pipeline starts with a read-only program and nothing is redirected to a file."""
+    script = command.replace("bash -lc", "").strip(" '\"")
+    segments = [segment.split() for segment in re.split(r"&&|\|\||;|\|", script)]
+    if not script or re.search(r"(^|[^>&0-9])>[^&]", script):
         return False
-    head = words[0]
-    if head == "git" and len(words) > 1:
-        head = f"git-{words[1]}"
-    if head == "sed" and "-i" in words:
+    return all(segment and _read_only_program(segment) for segment in segments)
+
+
+def _read_only_program(words: list[str]) -> bool:
+    head = f"git-{words[1]}" if words[0] == "git" and len(words) > 1 else words[0]
+    if head == "sed" and any(word.startswith("-i") or word.startswith("--in-place") for word in words[1:]):
         return False
-    return head in READ_ONLY_COMMANDS and not re.search(r"(^|[^>])>[^&]", command)
+    return head in READ_ONLY_COMMANDS
 
 
 def _result(chunk: Chunk) -> tuple[str, str | None]:
@@ -265,7 +269,8 @@ def _result(chunk: Chunk) -> tuple[str, str | None]:
     if result is None:
         return "none", None
     exit_code = result.metadata.get("exit_code")
-    if result.metadata.get("is_error") is True or (isinstance(exit_code, int) and exit_code != 0):
+    failed_exit = isinstance(exit_code, int | float) and not isinstance(exit_code, bool) and exit_code != 0
+    if result.metadata.get("is_error") is True or failed_exit:
         return "error", _excerpt(result.content) or None
     if not result.content.strip():
         return "empty", None

@@ -221,18 +221,16 @@ def _work_options(cost: float) -> dict[str, float]:
 def _pass_credit_back(
     labels: Sequence[StepLabel], reactions: Mapping[str, StepLabel], chunks: dict[str, ChunkScore]
 ) -> None:
-    earlier_in_task: list[ChunkScore] = []
-    current_task = None
+    earlier_by_task: dict[str, list[ChunkScore]] = {}
     for label in labels:
-        if label.task_id != current_task:
-            current_task, earlier_in_task = label.task_id, []
         if label.actor != "agent":
             continue
+        earlier = earlier_by_task.setdefault(label.task_id, [])
         chunk = chunks[label.chunk_id]
         if label.is_answer and label.chunk_id in reactions:
-            for k, earlier in enumerate(reversed(earlier_in_task)):
-                earlier.passed_back += PASS_BACK_SHARE * chunk.points * PASS_BACK_DECAY**k
-        earlier_in_task.append(chunk)
+            for k, before in enumerate(reversed(earlier)):
+                before.passed_back += PASS_BACK_SHARE * chunk.points * PASS_BACK_DECAY**k
+        earlier.append(chunk)
 
 
 def _task_results(labels: Sequence[StepLabel], chunks: Mapping[str, ChunkScore]) -> list[TaskResult]:
