@@ -1,0 +1,1 @@
+"""Preference pairs for reward-model training, built from selected traces, ratings, credit and feedback."""

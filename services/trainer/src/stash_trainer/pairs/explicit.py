@@ -1,0 +1,102 @@
+"""Preference pairs from explicit human ratings.
+
+Rules:
+
+- A rating trains when it is +1 or -1 and its annotation is not flagged as a label error.
+- A step's rating is the sign of the sum of its usable ratings; a tie (one + and one −) rates
+  nothing. The same holds for a trace's own ratings (annotations without a step).
+- Only actions are rated at step scope: assistant responses with text and assistant tool calls.
+  Ratings on system, user and tool steps, or on steps the trace no longer has, are ignored.
+- Step scope: across all selected traces, every positively rated action × every negatively rated
+  action. `chosen` is the positive action's example (prior context, then the action), `rejected`
+  the negative one's; granularity "action"; action_type "tool_call" or "response" when both sides
+  agree, else "mixed"; `trace_ids` the sorted distinct ids of both sides' traces.
+- Trace scope: every positively rated trace × every negatively rated trace, each rendered whole
+  without system steps; granularity "trace", action_type None.
+- A step with any usable rating is human-rated: automatic credit and AI feedback leave it alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from stash_trainer.pairs.inputs import Annotation, SourceTrace, Step
+from stash_trainer.pairs.preference import PreferencePair, pair_action_type, sorted_trace_ids
+from stash_trainer.pairs.rendering import render_example, render_trace
+
+SOURCE = "explicit"
+
+
+def explicit_pairs(traces: Sequence[SourceTrace]) -> list[PreferencePair]:
+    """Step-scope pairs, then trace-scope pairs, in trace and step order."""
+    return step_pairs(traces) + trace_pairs(traces)
+
+
+def step_pairs(traces: Sequence[SourceTrace]) -> list[PreferencePair]:
+    """Every positively rated action × every negatively rated action across the traces."""
+    rated = [(trace, step, sign) for trace in traces for step, sign in rated_actions(trace)]
+    positives = [(trace, step) for trace, step, sign in rated if sign > 0]
+    negatives = [(trace, step) for trace, step, sign in rated if sign < 0]
+    return [_step_pair(good, bad) for good in positives for bad in negatives]
+
+
+def trace_pairs(traces: Sequence[SourceTrace]) -> list[PreferencePair]:
+    """Every positively rated trace × every negatively rated trace."""
+    signs = [(trace, _sign(a.usable_rating for a in trace.annotations if a.step_id is None)) for trace in traces]
+    positives = [trace for trace, sign in signs if sign > 0]
+    negatives = [trace for trace, sign in signs if sign < 0]
+    return [_trace_pair(good, bad) for good in positives for bad in negatives]
+
+
+def rated_actions(trace: SourceTrace) -> list[tuple[Step, int]]:
+    """The trace's actions with a net human rating (+1 or -1), in step order."""
+    by_step = _ratings_by_step(trace.annotations)
+    net = ((step, _sign(by_step.get(step.id, ()))) for step in trace.steps if step.is_action)
+    return [(step, sign) for step, sign in net if sign != 0]
+
+
+def human_rated_step_ids(trace: SourceTrace) -> frozenset[str]:
+    """Steps carrying any usable human rating, even ratings that cancel out."""
+    return frozenset(_ratings_by_step(trace.annotations))
+
+
+def _ratings_by_step(annotations: Iterable[Annotation]) -> dict[str, list[int]]:
+    ratings: dict[str, list[int]] = {}
+    for annotation in annotations:
+        if annotation.step_id is not None and annotation.usable_rating is not None:
+            ratings.setdefault(annotation.step_id, []).append(annotation.usable_rating)
+    return ratings
+
+
+def _sign(ratings: Iterable[int | None]) -> int:
+    total = sum(rating for rating in ratings if rating is not None)
+    return (total > 0) - (total < 0)
+
+
+def _step_pair(good: tuple[SourceTrace, Step], bad: tuple[SourceTrace, Step]) -> PreferencePair:
+    (good_trace, good_step), (bad_trace, bad_step) = good, bad
+    return PreferencePair(
+        chosen=render_example(good_trace, good_step.index),
+        rejected=render_example(bad_trace, bad_step.index),
+        trace_ids=sorted_trace_ids(good_trace.id, bad_trace.id),
+        granularity="action",
+        action_type=pair_action_type(good_step, bad_step),
+        evidence={
+            "source": SOURCE,
+            "chosen_trace_id": good_trace.id,
+            "chosen_step_id": good_step.id,
+            "rejected_trace_id": bad_trace.id,
+            "rejected_step_id": bad_step.id,
+        },
+    )
+
+
+def _trace_pair(good: SourceTrace, bad: SourceTrace) -> PreferencePair:
+    return PreferencePair(
+        chosen=render_trace(good),
+        rejected=render_trace(bad),
+        trace_ids=sorted_trace_ids(good.id, bad.id),
+        granularity="trace",
+        action_type=None,
+        evidence={"source": SOURCE, "chosen_trace_id": good.id, "rejected_trace_id": bad.id},
+    )

@@ -1,0 +1,167 @@
+"""What pair building reads: traces, their annotations and the labeler's step credit, converted from `stash.rm.v1`.
+
+The trainer keeps its own frozen view instead of importing another service's types (import-linter
+forbids it). Step indices are positions: `trace.steps[i].index == i`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from google.protobuf import json_format
+
+from stash.rm.v1 import common_pb2, labeler_pb2
+from stash_common.errors import InvalidArgument
+
+Role = Literal["system", "user", "assistant", "tool"]
+_ROLES: dict[int, Role] = {
+    common_pb2.STEP_ROLE_SYSTEM: "system",
+    common_pb2.STEP_ROLE_USER: "user",
+    common_pb2.STEP_ROLE_ASSISTANT: "assistant",
+    common_pb2.STEP_ROLE_TOOL: "tool",
+}
+_EXACT_FLOAT_INT = 2**53
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: a message, a tool call (assistant with `tool_name`) or a tool result (role `tool`)."""
+
+    id: str
+    index: int
+    role: Role
+    content: str
+    tool_name: str | None = None
+    tool_input: dict[str, Any] | None = None
+    tool_call_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_tool_call(self) -> bool:
+        """An assistant step that calls a tool, whatever its text."""
+        return self.role == "assistant" and self.tool_name is not None
+
+    @property
+    def is_action(self) -> bool:
+        """An agent action: an assistant tool call, or an assistant message with non-blank text."""
+        return self.is_tool_call or (self.role == "assistant" and bool(self.content.strip()))
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """A person's rating (+1/-1) and/or comment on a whole trace (`step_id` None) or on one step."""
+
+    id: str
+    step_id: str | None
+    rating: int | None
+    comment: str | None
+    label_error: bool = False
+    author_id: str = ""
+
+    @property
+    def usable_rating(self) -> int | None:
+        """The rating that trains: +1 or -1, never from an annotation flagged as a label error."""
+        return self.rating if self.rating in (1, -1) and not self.label_error else None
+
+
+@dataclass(frozen=True)
+class StepCredit:
+    """The labeler's credit of one step; both values are None when the step is unscored."""
+
+    step_id: str
+    expected_credit: float | None
+    ordinal_credit: int | None
+
+
+@dataclass(frozen=True)
+class SourceTrace:
+    """A selected trace with what supervises it: annotations and the labeler's step credits."""
+
+    id: str
+    steps: tuple[Step, ...]
+    annotations: tuple[Annotation, ...] = ()
+    credits: tuple[StepCredit, ...] = ()
+
+    def __post_init__(self) -> None:
+        for position, step in enumerate(self.steps):
+            if step.index != position:
+                raise InvalidArgument(
+                    f"trace {self.id}: steps[{position}].index", f"is {step.index}, expected {position}"
+                )
+
+
+def plain(value: Any) -> Any:
+    """JSON read from a Struct with integral numbers as ints again (protobuf stores every number as a double)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < _EXACT_FLOAT_INT:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return value
+
+
+def step_from_proto(message: common_pb2.Step) -> Step:
+    """A `stash.rm.v1.Step` as a Step."""
+    return Step(
+        id=message.id,
+        index=message.index,
+        role=_ROLES[message.role],
+        content=message.content,
+        tool_name=message.tool_name if message.HasField("tool_name") else None,
+        tool_input=plain(json_format.MessageToDict(message.tool_input)) if message.HasField("tool_input") else None,
+        tool_call_id=message.tool_call_id if message.HasField("tool_call_id") else None,
+        metadata=plain(json_format.MessageToDict(message.metadata)),
+    )
+
+
+def annotation_from_proto(message: common_pb2.Annotation) -> Annotation:
+    """A `stash.rm.v1.Annotation` as an Annotation."""
+    return Annotation(
+        id=message.id,
+        step_id=message.step_id if message.HasField("step_id") else None,
+        rating=message.rating if message.HasField("rating") else None,
+        comment=message.comment if message.HasField("comment") else None,
+        label_error=message.label_error,
+        author_id=message.author_id,
+    )
+
+
+def credit_from_proto(message: labeler_pb2.StepEvaluation) -> StepCredit:
+    """A step's credit; an expected credit that is missing, not finite or outside -1..+1 leaves the step unscored."""
+    expected = message.expected_credit if message.HasField("expected_credit") else None
+    if expected is not None and not (math.isfinite(expected) and -1.0 <= expected <= 1.0):
+        expected = None
+    ordinal = message.ordinal_credit if message.HasField("ordinal_credit") else None
+    return StepCredit(step_id=message.step_id, expected_credit=expected, ordinal_credit=ordinal)
+
+
+def trace_from_proto(
+    trace: common_pb2.Trace,
+    annotations: Iterable[common_pb2.Annotation],
+    evaluation: labeler_pb2.TraceEvaluation | None,
+) -> SourceTrace:
+    """A trace, its annotations and its labeler evaluation as a SourceTrace.
+
+    Only a succeeded evaluation supplies credit; without one every step is unscored. Credits of
+    steps the trace no longer has are dropped (step ids are immutable, so the others still apply).
+    """
+    steps = tuple(step_from_proto(step) for step in trace.steps)
+    own = []
+    for annotation in annotations:
+        if annotation.trace_id != trace.id:
+            raise InvalidArgument(
+                "annotations", f"annotation {annotation.id} belongs to trace {annotation.trace_id}, not {trace.id}"
+            )
+        own.append(annotation_from_proto(annotation))
+    return SourceTrace(id=trace.id, steps=steps, annotations=tuple(own), credits=_credits(steps, evaluation))
+
+
+def _credits(steps: tuple[Step, ...], evaluation: labeler_pb2.TraceEvaluation | None) -> tuple[StepCredit, ...]:
+    if evaluation is None or evaluation.status != common_pb2.JOB_STATUS_SUCCEEDED:
+        return ()
+    known = {step.id for step in steps}
+    return tuple(credit_from_proto(step) for step in evaluation.steps if step.step_id in known)

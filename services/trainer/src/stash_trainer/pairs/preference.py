@@ -1,0 +1,59 @@
+"""A preference pair: a chosen and a rejected rendered text, their source traces, and the evidence behind them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from stash_trainer.pairs.inputs import Step
+
+Granularity = Literal["action", "trace"]
+ActionType = Literal["tool_call", "response", "mixed"]
+
+
+@dataclass(frozen=True)
+class PreferencePair:
+    """`chosen` should score higher than `rejected`; `evidence` records why (source, steps, credits, quotes)."""
+
+    chosen: str
+    rejected: str
+    trace_ids: tuple[str, ...]
+    granularity: Granularity
+    action_type: ActionType | None
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What makes two pairs duplicates: the same chosen and rejected texts."""
+        return (self.chosen, self.rejected)
+
+    def to_export_line(self) -> dict[str, Any]:
+        """The `GET /export/pairs` shape: `{chosen, rejected, trace_ids, granularity, action_type}`."""
+        return {
+            "chosen": self.chosen,
+            "rejected": self.rejected,
+            "trace_ids": list(self.trace_ids),
+            "granularity": self.granularity,
+            "action_type": self.action_type,
+        }
+
+    def to_job_line(self) -> dict[str, Any]:
+        """A `pairs.jsonl` line of the job directory contract: the export shape followed by the evidence."""
+        return {**self.to_export_line(), **self.evidence}
+
+
+def action_type(step: Step) -> Literal["tool_call", "response"]:
+    """What kind of action a step is."""
+    return "tool_call" if step.is_tool_call else "response"
+
+
+def pair_action_type(chosen: Step, rejected: Step) -> ActionType:
+    """The pair's action type: the sides' common kind, or "mixed" when a tool call meets a response."""
+    kind = action_type(chosen)
+    return kind if kind == action_type(rejected) else "mixed"
+
+
+def sorted_trace_ids(*trace_ids: str) -> tuple[str, ...]:
+    """The distinct source trace ids of a pair, sorted."""
+    return tuple(sorted(set(trace_ids)))

@@ -1,0 +1,70 @@
+"""The plain-text transcript a reward model reads, for training and for scoring alike.
+
+An action example is the prior context followed by the target action, so it ends before any later
+tool result or user message. System steps are never rendered: personal models omit system context.
+Steps are separated by a blank line and read like this:
+
+    User: I want a refund for order 1182
+
+    Assistant called lookup_order({"order_id": "1182"})
+
+    Tool lookup_order returned: {"status": "delivered"}
+
+    Assistant: Your refund is on its way.
+
+A tool call with text renders the text first (`Assistant: Let me check.`) and the call on the next
+line; assistant messages without text are skipped. Texts are kept whole: the worker left-truncates
+them to its token limit with the tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+
+from stash_trainer.pairs.inputs import SourceTrace, Step
+
+SEPARATOR = "\n\n"
+
+
+def render_action(step: Step) -> str:
+    """An assistant action: its text, then the call with the actual tool name and arguments."""
+    if not step.is_action:
+        raise ValueError(f"step {step.index} is not an assistant response or tool call")
+    if not step.is_tool_call:
+        return f"Assistant: {step.content}"
+    call = f"Assistant called {step.tool_name}({json.dumps(step.tool_input or {}, ensure_ascii=False)})"
+    return f"Assistant: {step.content}\n{call}" if step.content.strip() else call
+
+
+def render_step(step: Step) -> str:
+    """A user message, tool result or assistant action as one transcript entry."""
+    if step.role == "user":
+        return f"User: {step.content}"
+    if step.role == "tool":
+        return f"Tool {step.tool_name} returned: {step.content}" if step.tool_name else f"Tool returned: {step.content}"
+    return render_action(step)
+
+
+def is_rendered(step: Step) -> bool:
+    """Whether a step appears in a transcript: not a system step, nor an assistant message without text."""
+    return step.role in ("user", "tool") or step.is_action
+
+
+def render_context(trace: SourceTrace, action_index: int) -> str:
+    """Everything before step `action_index`, without system steps (empty when nothing precedes it)."""
+    if not 0 <= action_index < len(trace.steps):
+        raise IndexError(f"trace {trace.id} has no step {action_index}")
+    return SEPARATOR.join(render_step(step) for step in trace.steps[:action_index] if is_rendered(step))
+
+
+def render_example(trace: SourceTrace, action_index: int, action: Step | None = None) -> str:
+    """The prior context of step `action_index` followed by that action, or by `action` in its place."""
+    context = render_context(trace, action_index)
+    target = action if action is not None else trace.steps[action_index]
+    rendered = render_action(target)
+    return f"{context}{SEPARATOR}{rendered}" if context else rendered
+
+
+def render_trace(trace: SourceTrace) -> str:
+    """The whole trace without system steps, for trace-level comparisons."""
+    return SEPARATOR.join(render_step(step) for step in trace.steps if is_rendered(step))

@@ -1,0 +1,95 @@
+"""Pairs from the labeler's expected credit, and the training configuration that asks for them."""
+
+from __future__ import annotations
+
+import pytest
+
+from stash_common.errors import InvalidArgument
+from stash_trainer.pairs.automatic import CREDIT_MARGIN, TrainingConfig, automatic_pairs, parse_training_config
+from stash_trainer.pairs.rendering import render_example
+
+
+def test_automatic_pairs_prefer_the_higher_credit_and_record_it(make_trace, support_specs) -> None:
+    trace = make_trace("t1", support_specs, credits={2: 0.5, 4: -0.5, 6: 0.35})
+
+    pairs = automatic_pairs([trace])
+
+    assert [(p.chosen, p.rejected) for p in pairs] == [
+        (render_example(trace, 2), render_example(trace, 4)),
+        (render_example(trace, 6), render_example(trace, 4)),
+    ]
+    assert pairs[1].evidence == {
+        "source": "automatic",
+        "chosen_step_id": "t1:6",
+        "rejected_step_id": "t1:4",
+        "chosen_credit": 0.35,
+        "rejected_credit": -0.5,
+        "credit_method": "probability_weighted_v1",
+    }
+    assert [(p.granularity, p.action_type, p.trace_ids) for p in pairs] == [
+        ("action", "mixed", ("t1",)),
+        ("action", "response", ("t1",)),
+    ]
+
+
+def test_automatic_pairs_need_credits_at_least_the_margin_apart(make_trace, support_specs) -> None:
+    at_margin = make_trace("t1", support_specs, credits={4: 0.1, 6: 0.35})
+    below = make_trace("t2", support_specs, credits={4: 0.1, 6: 0.34})
+
+    assert CREDIT_MARGIN == 0.25
+    assert len(automatic_pairs([at_margin])) == 1
+    assert automatic_pairs([below]) == []
+
+
+def test_unscored_actions_never_pair(make_trace, support_specs) -> None:
+    trace = make_trace("t1", support_specs, credits={2: None, 4: -1.0, 6: 1.0})
+
+    (pair,) = automatic_pairs([trace])
+
+    assert (pair.evidence["chosen_step_id"], pair.evidence["rejected_step_id"]) == ("t1:6", "t1:4")
+
+
+def test_automatic_pairs_stay_within_one_trace(make_trace, support_specs) -> None:
+    assert (
+        automatic_pairs(
+            [make_trace("t1", support_specs, credits={4: -1.0}), make_trace("t2", support_specs, credits={6: 1.0})]
+        )
+        == []
+    )
+
+
+def test_credits_of_steps_that_are_not_actions_are_ignored(make_trace, support_specs) -> None:
+    assert automatic_pairs([make_trace("t1", support_specs, credits={5: -1.0, 6: 1.0, 7: 0.0})]) == []
+
+
+def test_human_rated_actions_are_left_out_of_automatic_pairs(make_trace, support_specs) -> None:
+    trace = make_trace("t1", support_specs, ratings={4: 1}, credits={2: 0.0, 4: -1.0, 6: 1.0})
+
+    (pair,) = automatic_pairs([trace])
+
+    assert (pair.evidence["chosen_step_id"], pair.evidence["rejected_step_id"]) == ("t1:6", "t1:2")
+
+
+def test_parse_training_config_accepts_what_the_ui_submits() -> None:
+    config = parse_training_config({"input_version": 3, "annotation_source": "automatic"})
+
+    assert config == TrainingConfig(input_version=3, annotation_source="automatic")
+    assert parse_training_config(None) is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"input_version": 2, "annotation_source": "automatic"}, "training_config.input_version"),
+        ({"input_version": "3", "annotation_source": "automatic"}, "training_config.input_version"),
+        ({"input_version": 3, "annotation_source": "manual"}, "training_config.annotation_source"),
+        ({"input_version": 3}, "training_config.annotation_source"),
+        ({"input_version": 3, "annotation_source": "automatic", "criteria": []}, "training_config.criteria"),
+        ([3, "automatic"], "training_config"),
+    ],
+)
+def test_parse_training_config_rejects_other_shapes_naming_the_field(raw: object, field: str) -> None:
+    with pytest.raises(InvalidArgument, match='supported configuration is {"input_version": 3') as caught:
+        parse_training_config(raw)  # type: ignore[arg-type]
+
+    assert caught.value.field == field

@@ -1,0 +1,75 @@
+"""Rendering: prior context then the target action, without system steps or anything after the action."""
+
+from __future__ import annotations
+
+import pytest
+
+from stash_trainer.pairs.inputs import Step
+from stash_trainer.pairs.rendering import render_action, render_context, render_example, render_trace
+
+
+def test_render_example_excludes_system_steps(make_trace, support_specs) -> None:
+    text = render_example(make_trace("t1", support_specs), 4)
+
+    assert "support agent" not in text
+    assert text.startswith("User: I want a refund for order 1182")
+
+
+def test_render_example_ends_at_the_action_before_later_results_and_messages(make_trace, support_specs) -> None:
+    trace = make_trace("t1", support_specs)
+
+    call = render_example(trace, 2)
+    answer = render_example(trace, 4)
+
+    assert call == 'User: I want a refund for order 1182\n\nAssistant called lookup_order({"order_id": "1182"})'
+    assert answer.endswith('returned: {"status": "delivered"}\n\nAssistant: Your refund for order 1182 is on its way.')
+    assert "wrong order" not in answer
+
+
+def test_render_context_is_everything_rendered_before_the_action(make_trace, support_specs) -> None:
+    trace = make_trace("t1", support_specs)
+
+    assert render_context(trace, 2) == "User: I want a refund for order 1182"
+    assert render_context(trace, 4).endswith('Tool lookup_order returned: {"status": "delivered"}')
+    assert render_context(trace, 1) == ""
+
+
+def test_render_action_shows_tool_text_then_the_call() -> None:
+    step = Step("s", 3, "assistant", "Let me check.", "lookup_order", {"order_id": 1182, "full": True})
+
+    assert (
+        render_action(step)
+        == 'Assistant: Let me check.\nAssistant called lookup_order({"order_id": 1182, "full": true})'
+    )
+
+
+def test_render_action_renders_a_call_without_input_as_empty_arguments() -> None:
+    assert render_action(Step("s", 0, "assistant", "", "list_orders")) == "Assistant called list_orders({})"
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        Step("s", 0, "user", "hello"),
+        Step("s", 0, "tool", "ok", "lookup_order"),
+        Step("s", 0, "system", "rules"),
+        Step("s", 0, "assistant", "   "),
+    ],
+)
+def test_render_action_refuses_steps_that_are_not_actions(step: Step) -> None:
+    with pytest.raises(ValueError, match="not an assistant response or tool call"):
+        render_action(step)
+
+
+def test_render_example_refuses_a_step_past_the_end(make_trace, support_specs) -> None:
+    with pytest.raises(IndexError, match="trace t1 has no step 8"):
+        render_example(make_trace("t1", support_specs), 8)
+
+
+def test_render_trace_is_the_whole_trace_without_system_or_blank_assistant_steps(make_trace) -> None:
+    trace = make_trace(
+        "t1",
+        [("system", "secret rules"), ("user", "hi"), ("assistant", ""), ("tool", None, "pong"), ("assistant", "Hello")],
+    )
+
+    assert render_trace(trace) == "User: hi\n\nTool returned: pong\n\nAssistant: Hello"
