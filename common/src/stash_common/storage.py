@@ -298,3 +298,17 @@ class S3ObjectStore:
         # Connection trouble is retryable; the caller may try again later.
         except (ConnectionError, HTTPClientError) as exc:
             raise Unavailable(f"object storage at bucket {self.bucket!r} is unreachable: {exc}") from exc
+
+
+def make_object_store(
+    data_dir: Path,
+    s3_bucket: str | None,
+    s3_endpoint_url: str | None,
+    s3_region: str | None,
+    public_url: str,
+    signing_key: str | None,
+) -> ObjectStore:
+    """S3 when a bucket is configured; otherwise the data directory's artifacts, signed for the gateway to serve."""
+    if s3_bucket:
+        return S3ObjectStore(s3_bucket, s3_endpoint_url, s3_region)
+    return LocalObjectStore(data_dir / "artifacts", public_url, load_signing_key(data_dir, signing_key))

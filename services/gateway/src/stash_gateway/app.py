@@ -17,7 +17,17 @@ from stash_gateway import otlp
 from stash_gateway.metrics import HttpMetrics
 from stash_gateway.otlp import register_trace_service
 from stash_gateway.peers import Peers
-from stash_gateway.routes import account, annotations, artifacts, exports, health, sources, traces, trajectories
+from stash_gateway.routes import (
+    account,
+    annotations,
+    artifacts,
+    exports,
+    health,
+    reward_models,
+    sources,
+    traces,
+    trajectories,
+)
 from stash_gateway.settings import GatewaySettings
 from stash_gateway.status import rpc_error_response, stash_error_response
 
@@ -47,7 +57,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.add_exception_handler(StashError, stash_error_response)
     app.add_exception_handler(grpc.RpcError, rpc_error_response)
     app.include_router(health.router)
-    for module in (account, traces, annotations, exports, sources, trajectories, otlp):
+    for module in (account, traces, annotations, exports, sources, trajectories, reward_models, otlp):
         app.include_router(module.router)
     if settings.s3_bucket is None:
         # S3 presigns its own URLs; only local artifacts need the gateway to serve them.

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2_grpc
+from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2_grpc, trainer_pb2_grpc
 from stash_common.channels import check_health, open_channel
 from stash_common.settings import ServiceSettings
 
@@ -28,6 +28,11 @@ class Peers:
     def labeler(self) -> labeler_pb2_grpc.LabelerServiceStub:
         """A stub for the labeler service."""
         return labeler_pb2_grpc.LabelerServiceStub(self.channels["labeler"])
+
+    @property
+    def trainer(self) -> trainer_pb2_grpc.TrainerServiceStub:
+        """A stub for the trainer service."""
+        return trainer_pb2_grpc.TrainerServiceStub(self.channels["trainer"])
 
     def health(self, timeout_s: float) -> dict[str, str]:
         """Every service's health status name, checked concurrently."""

@@ -1,26 +1,90 @@
-"""Entry point: load settings, register the TrainerService, serve gRPC until SIGTERM."""
+"""Entry point: load settings, migrate the trainer's tables, start the dispatcher, serve gRPC until SIGTERM."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 import grpc
 
-from stash.rm.v1 import trainer_pb2, trainer_pb2_grpc
+from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2_grpc, trainer_pb2, trainer_pb2_grpc
+from stash_common.channels import open_channel
+from stash_common.coordination import make_coordination
+from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
+from stash_common.storage import make_object_store
+from stash_trainer.api import TrainerServicer
+from stash_trainer.jobs import Dispatcher, JobSettings
+from stash_trainer.launcher import LocalSubprocessLauncher
+from stash_trainer.pairs.feedback import FeedbackExtractor
 from stash_trainer.settings import TrainerSettings
+from stash_trainer.store import MIGRATIONS_DIR
 
 
-def register(server: grpc.Server) -> Sequence[str]:
-    """Add the trainer API to `server`; RPCs whose issue has not landed answer UNIMPLEMENTED."""
-    trainer_pb2_grpc.add_TrainerServiceServicer_to_server(trainer_pb2_grpc.TrainerServiceServicer(), server)
-    return [trainer_pb2.DESCRIPTOR.services_by_name["TrainerService"].full_name]
+@dataclass(frozen=True)
+class Peers:
+    """Stubs of the services the trainer reads traces and evaluations from."""
+
+    ingest: Any
+    labeler: Any
+
+
+def make_extractor(settings: TrainerSettings) -> FeedbackExtractor | None:
+    """The feedback classifier when an OpenAI key is configured."""
+    if not settings.openai_api_key:
+        return None
+    import openai
+
+    client = openai.OpenAI(api_key=settings.openai_api_key, base_url=settings.openai_base_url)
+    return FeedbackExtractor(client, settings.feedback_model)
+
+
+def job_settings(settings: TrainerSettings) -> JobSettings:
+    """The training-job settings of this trainer."""
+    assert settings.artifact_dir is not None
+    return JobSettings(
+        artifact_dir=settings.artifact_dir,
+        max_length=settings.max_length,
+        batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        submit_timeout=timedelta(seconds=settings.submit_timeout_s),
+        job_timeout=timedelta(seconds=settings.job_timeout_s),
+        sweep_interval_s=settings.sweep_interval_s,
+    )
 
 
 def main() -> None:
     """Run the trainer service until SIGTERM or SIGINT."""
     settings = load(TrainerSettings)
     configure_logging("trainer", settings.log_level)
-    serve("trainer", register, settings.host, settings.port)
+    upgrade("trainer", MIGRATIONS_DIR, settings.database_url)
+    sessions = make_sessions(make_engine(settings.database_url))
+    peers = Peers(
+        ingest_pb2_grpc.IngestServiceStub(open_channel(settings.address_of("ingest"))),
+        labeler_pb2_grpc.LabelerServiceStub(open_channel(settings.address_of("labeler"))),
+    )
+    objects = make_object_store(
+        settings.data_dir,
+        settings.s3_bucket,
+        settings.s3_endpoint_url,
+        settings.s3_region,
+        settings.download_base_url,
+        settings.signing_key,
+    )
+    wakeups, _leases = make_coordination(settings.redis_url)
+    dispatcher = Dispatcher(
+        sessions, peers, objects, LocalSubprocessLauncher(), wakeups, job_settings(settings), make_extractor(settings)
+    )
+    assert settings.base_model is not None
+    servicer = TrainerServicer(sessions, peers, objects, dispatcher, settings.base_model, settings.compute)
+
+    def register(server: grpc.Server) -> Sequence[str]:
+        trainer_pb2_grpc.add_TrainerServiceServicer_to_server(servicer, server)
+        return [trainer_pb2.DESCRIPTOR.services_by_name["TrainerService"].full_name]
+
+    dispatcher.start()
+    serve("trainer", register, settings.host, settings.port, on_stop=dispatcher.stop)

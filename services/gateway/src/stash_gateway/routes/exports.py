@@ -27,7 +27,7 @@ def export_traces(request: Request, principal: Reader) -> StreamingResponse:
     stream = request.app.state.peers.ingest.ExportTraces(
         ingest_pb2.ExportTracesRequest(owner_id=principal.user_id), timeout=EXPORT_DEADLINE_S
     )
-    return _download(_chunks(stream), "traces.jsonl")
+    return download(_chunks(stream), "traces.jsonl")
 
 
 @router.get("/export/annotations", summary="Every annotation as JSONL", response_class=StreamingResponse)
@@ -36,9 +36,10 @@ def export_annotations(request: Request, principal: Reader) -> StreamingResponse
     stream = request.app.state.peers.ingest.ExportAnnotations(
         ingest_pb2.ExportAnnotationsRequest(owner_id=principal.user_id), timeout=EXPORT_DEADLINE_S
     )
-    return _download(_chunks(stream), "annotations.jsonl")
+    return download(_chunks(stream), "annotations.jsonl")
 
 
-def _download(chunks: Iterator[bytes], filename: str) -> StreamingResponse:
+def download(chunks: Iterator[bytes], filename: str) -> StreamingResponse:
+    """A JSONL attachment streamed from gRPC chunks."""
     headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
     return StreamingResponse(chunks, media_type=JSONL, headers=headers)

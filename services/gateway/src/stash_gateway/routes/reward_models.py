@@ -1,0 +1,139 @@
+"""/reward-models and /export/pairs: personal reward models trained on the caller's selected traces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, status
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from stash.rm.v1 import trainer_pb2
+from stash_gateway.auth import Reader, Writer
+from stash_gateway.rendering import optional, struct_json, struct_of, timestamp_json
+from stash_gateway.routes import API_PREFIX
+from stash_gateway.routes.exports import EXPORT_DEADLINE_S, download
+
+router = APIRouter(prefix=API_PREFIX, tags=["reward models"])
+_STATUS_NAMES = {1: "queued", 2: "running", 3: "succeeded", 4: "failed"}
+_LABELS = {1: "positive", 2: "negative", 3: "unclear"}
+_CONFIDENCES = {1: "high", 2: "low"}
+_SOURCES = {1: "user_feedback", 2: "ai_judgment"}
+
+
+class RewardModelBody(BaseModel):
+    """`POST /reward-models`: a name and the traces to learn from, with optional training settings."""
+
+    name: str = Field(min_length=1, max_length=200)
+    trace_ids: list[str] = Field(min_length=1, description="the selected traces (at least one)")
+    base_model: str | None = Field(None, description="a local path, hub id or the packaged model; server default")
+    epochs: int | None = Field(None, ge=1, le=50)
+    max_pairs: int | None = Field(None, ge=2, le=100_000)
+    training_config: dict[str, Any] | None = Field(
+        None, description='{"input_version": 3, "annotation_source": "automatic"} trains on automatic credit'
+    )
+
+
+@router.post("/reward-models", summary="Train a reward model on selected traces")
+def create_reward_model(request: Request, body: RewardModelBody, principal: Writer) -> dict[str, Any]:
+    """`RewardModel` with status `queued`; 404 naming the first trace the caller does not own."""
+    message = trainer_pb2.CreateRewardModelRequest(
+        owner_id=principal.user_id,
+        name=body.name,
+        trace_ids=body.trace_ids,
+        base_model=body.base_model,
+        epochs=body.epochs,
+        max_pairs=body.max_pairs,
+        training_config=struct_of(body.training_config) if body.training_config is not None else None,
+    )
+    return model_json(request.app.state.peers.trainer.CreateRewardModel(message, timeout=60).reward_model)
+
+
+@router.get("/reward-models", summary="The caller's reward models, newest first")
+def list_reward_models(request: Request, principal: Reader) -> list[dict[str, Any]]:
+    """`[RewardModel]`."""
+    message = trainer_pb2.ListRewardModelsRequest(owner_id=principal.user_id)
+    return [
+        model_json(model)
+        for model in request.app.state.peers.trainer.ListRewardModels(message, timeout=30).reward_models
+    ]
+
+
+@router.get("/reward-models/{model_id}", summary="One reward model with its traces and learning report")
+def get_reward_model(request: Request, model_id: str, principal: Reader) -> dict[str, Any]:
+    """`RewardModelDetail`: the model, `trace_ids`, and `feedback` (null before extraction was recorded)."""
+    message = trainer_pb2.GetRewardModelRequest(owner_id=principal.user_id, reward_model_id=model_id)
+    detail = request.app.state.peers.trainer.GetRewardModel(message, timeout=30).reward_model
+    feedback = [finding_json(item) for item in detail.feedback.findings] if detail.HasField("feedback") else None
+    return {**model_json(detail.reward_model), "trace_ids": list(detail.trace_ids), "feedback": feedback}
+
+
+@router.post("/reward-models/{model_id}/retry", status_code=status.HTTP_202_ACCEPTED, summary="Retry a failed model")
+def retry_reward_model(request: Request, model_id: str, principal: Writer) -> dict[str, Any]:
+    """`RewardModel` queued again with the same id and traces; 409 unless it failed."""
+    message = trainer_pb2.RetryRewardModelRequest(owner_id=principal.user_id, reward_model_id=model_id)
+    return model_json(request.app.state.peers.trainer.RetryRewardModel(message, timeout=30).reward_model)
+
+
+@router.get("/reward-models/{model_id}/weights", summary="A five-minute download link of the checkpoint")
+def reward_model_weights(request: Request, model_id: str, principal: Reader) -> dict[str, Any]:
+    """`{url, expires_at}`: a signed download of the checkpoint archive; 404 until the model succeeded."""
+    message = trainer_pb2.GetWeightsUrlRequest(owner_id=principal.user_id, reward_model_id=model_id)
+    response = request.app.state.peers.trainer.GetWeightsUrl(message, timeout=30)
+    return {"url": response.url, "expires_at": timestamp_json(response, "expires_at")}
+
+
+@router.get("/export/pairs", summary="Training pairs as JSONL", response_class=StreamingResponse)
+def export_pairs(request: Request, principal: Reader, reward_model_id: str | None = None) -> StreamingResponse:
+    """`{chosen, rejected, trace_ids, granularity, action_type}` a line: every model's pairs, or one model's."""
+    trainer = request.app.state.peers.trainer
+    if reward_model_id is not None:  # a 404 before the download starts
+        trainer.GetRewardModel(
+            trainer_pb2.GetRewardModelRequest(owner_id=principal.user_id, reward_model_id=reward_model_id), timeout=30
+        )
+    stream = trainer.ExportPairs(
+        trainer_pb2.ExportPairsRequest(owner_id=principal.user_id, reward_model_id=reward_model_id),
+        timeout=EXPORT_DEADLINE_S,
+    )
+    return download((response.data for response in stream), "pairs.jsonl")
+
+
+def model_json(model: Any) -> dict[str, Any]:
+    """`RewardModel`."""
+    return {
+        "id": model.id,
+        "name": model.name,
+        "base_model": model.base_model,
+        "compute": model.compute,
+        "epochs": model.epochs,
+        "max_pairs": model.max_pairs,
+        "trace_count": model.trace_count,
+        "status": _STATUS_NAMES.get(model.status),
+        "num_pairs": optional(model, "num_pairs"),
+        "metrics": struct_json(model, "metrics"),
+        "error": optional(model, "error"),
+        "progress": struct_json(model, "progress") or {},
+        "training_config": struct_json(model, "training_config") or {},
+        "created_at": timestamp_json(model, "created_at"),
+        "started_at": timestamp_json(model, "started_at"),
+        "finished_at": timestamp_json(model, "finished_at"),
+    }
+
+
+def finding_json(finding: Any) -> dict[str, Any]:
+    """One item of a model's learning report."""
+    return {
+        "trace_id": finding.trace_id,
+        "step_index": finding.step_index,
+        "label": _LABELS.get(finding.label),
+        "confidence": _CONFIDENCES.get(finding.confidence),
+        "source": _SOURCES.get(finding.source),
+        "evidence_id": optional(finding, "evidence_id"),
+        "evidence_quote": optional(finding, "evidence_quote"),
+        "reason": finding.reason,
+        "classifier_model": finding.classifier_model,
+        "included_in_training": finding.included_in_training,
+        "tool_name": optional(finding, "tool_name"),
+        "original_action": optional(finding, "original_action"),
+        "alternative_action": optional(finding, "alternative_action"),
+    }

@@ -1,0 +1,275 @@
+"""TrainerServicer: proto ⇄ domain for the TrainerService; errors become statuses in the interceptor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+import grpc
+import orjson
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from sqlalchemy.orm import Session, sessionmaker
+
+from stash.rm.v1 import common_pb2, ingest_pb2, trainer_pb2, trainer_pb2_grpc
+from stash_common.db import transaction, utc_now
+from stash_common.errors import InvalidArgument, NotFound
+from stash_common.storage import ObjectStore
+from stash_trainer import store
+from stash_trainer.jobs import Dispatcher
+from stash_trainer.pairs.automatic import parse_training_config
+from stash_trainer.pairs.dataset import DEFAULT_MAX_PAIRS, MIN_PAIRS
+
+WEIGHTS_URL_TTL = timedelta(minutes=5)
+MAX_TRACES = 10_000
+MAX_EPOCHS = 50
+MAX_PAIRS_LIMIT = 100_000
+EXPORT_CHUNK_BYTES = 1 << 20
+_STATUSES = {
+    store.QUEUED: common_pb2.JOB_STATUS_QUEUED,
+    store.RUNNING: common_pb2.JOB_STATUS_RUNNING,
+    store.SUCCEEDED: common_pb2.JOB_STATUS_SUCCEEDED,
+    store.FAILED: common_pb2.JOB_STATUS_FAILED,
+}
+_LABELS = {
+    "positive": trainer_pb2.FEEDBACK_LABEL_POSITIVE,
+    "negative": trainer_pb2.FEEDBACK_LABEL_NEGATIVE,
+    "unclear": trainer_pb2.FEEDBACK_LABEL_UNCLEAR,
+}
+_CONFIDENCES = {"high": trainer_pb2.FEEDBACK_CONFIDENCE_HIGH, "low": trainer_pb2.FEEDBACK_CONFIDENCE_LOW}
+_SOURCES = {
+    "user_feedback": trainer_pb2.FEEDBACK_SOURCE_USER_FEEDBACK,
+    "ai_judgment": trainer_pb2.FEEDBACK_SOURCE_AI_JUDGMENT,
+}
+
+
+class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
+    """Every owner's reward models, over gRPC."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        peers: Any,
+        objects: ObjectStore,
+        dispatcher: Dispatcher,
+        default_base_model: str,
+        compute: str,
+    ) -> None:
+        self.sessions = sessions
+        self.peers = peers
+        self.objects = objects
+        self.dispatcher = dispatcher
+        self.default_base_model = default_base_model
+        self.compute = compute
+
+    def CreateRewardModel(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Record a queued model for the owner's selected traces and wake the dispatchers."""
+        owner_id = _owner(request)
+        name = request.name.strip()
+        if not 1 <= len(name) <= 200:
+            raise InvalidArgument("name", "must be 1 to 200 characters")
+        trace_ids = list(dict.fromkeys(request.trace_ids))
+        if not 1 <= len(trace_ids) <= MAX_TRACES:
+            raise InvalidArgument("trace_ids", f"select 1 to {MAX_TRACES} traces")
+        epochs = request.epochs if request.HasField("epochs") else 1
+        if not 1 <= epochs <= MAX_EPOCHS:
+            raise InvalidArgument("epochs", f"must be 1 to {MAX_EPOCHS}")
+        max_pairs = request.max_pairs if request.HasField("max_pairs") else DEFAULT_MAX_PAIRS
+        if not MIN_PAIRS <= max_pairs <= MAX_PAIRS_LIMIT:
+            raise InvalidArgument("max_pairs", f"must be {MIN_PAIRS} to {MAX_PAIRS_LIMIT}")
+        config = _plain(request.training_config) if request.HasField("training_config") else {}
+        parse_training_config(config or None)
+        self._check_owned(owner_id, trace_ids)
+        base_model = request.base_model.strip() if request.HasField("base_model") else self.default_base_model
+        if not base_model:
+            raise InvalidArgument("base_model", "must name a model (a local path, a hub id or the packaged model)")
+        row = store.RewardModelRow(
+            owner_id=owner_id,
+            name=name,
+            base_model=base_model,
+            compute=self.compute,
+            epochs=epochs,
+            max_pairs=max_pairs,
+            training_config=config,
+            trace_ids=trace_ids,
+            progress={},
+            created_at=utc_now(),
+        )
+        with transaction(self.sessions) as session:
+            session.add(row)
+            session.flush()
+            message = model_to_proto(row)
+        self.dispatcher.wake()
+        return trainer_pb2.CreateRewardModelResponse(reward_model=message)
+
+    def ListRewardModels(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """The owner's models, newest first."""
+        with transaction(self.sessions) as session:
+            models = [model_to_proto(row) for row in store.list_models(session, _owner(request))]
+        return trainer_pb2.ListRewardModelsResponse(reward_models=models)
+
+    def GetRewardModel(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """One model with its trace ids and feedback report."""
+        with transaction(self.sessions) as session:
+            row = store.find_model(session, _owner(request), request.reward_model_id)
+            detail = trainer_pb2.RewardModelDetail(reward_model=model_to_proto(row), trace_ids=list(row.trace_ids))
+            if row.feedback is not None:
+                detail.feedback.CopyFrom(trainer_pb2.FeedbackReport(findings=[_finding(item) for item in row.feedback]))
+        return trainer_pb2.GetRewardModelResponse(reward_model=detail)
+
+    def RetryRewardModel(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Queue a failed model again with the same id and traces."""
+        with transaction(self.sessions) as session:
+            row = store.retry(session, _owner(request), request.reward_model_id)
+            message = model_to_proto(row)
+        self.dispatcher.wake()
+        return trainer_pb2.RetryRewardModelResponse(reward_model=message)
+
+    def GetWeightsUrl(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """A five-minute signed download of the checkpoint archive; not found until the model succeeded."""
+        with transaction(self.sessions) as session:
+            row = store.find_model(session, _owner(request), request.reward_model_id)
+            key = row.artifact_key if row.status == store.SUCCEEDED else None
+        if key is None:
+            raise NotFound(f"reward model {request.reward_model_id} has no weights yet (it is {row.status})")
+        expires_at = utc_now() + WEIGHTS_URL_TTL
+        url = self.objects.presign(key, int(WEIGHTS_URL_TTL.total_seconds()))
+        return trainer_pb2.GetWeightsUrlResponse(url=url, expires_at=_timestamp(expires_at))
+
+    def ExportPairs(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        """The owner's recorded training pairs as JSONL (`{chosen, rejected, trace_ids, granularity, action_type}`)."""
+        owner_id = _owner(request)
+        model_id = request.reward_model_id if request.HasField("reward_model_id") else None
+        with transaction(self.sessions) as session:
+            if model_id is not None:
+                store.find_model(session, owner_id, model_id)
+            rows = store.exported_pairs(session, owner_id, model_id)
+            lines = [orjson.dumps(_export_line(row.pair)) + b"\n" for row in rows]
+        chunk = b""
+        for line in lines:
+            chunk += line
+            if len(chunk) >= EXPORT_CHUNK_BYTES:
+                yield trainer_pb2.ExportPairsResponse(data=chunk)
+                chunk = b""
+        if chunk:
+            yield trainer_pb2.ExportPairsResponse(data=chunk)
+
+    def ReportJobProgress(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Merge a remote worker's progress into its running model; a superseded launch is refused."""
+        with transaction(self.sessions) as session:
+            row = _reporting_job(session, request)
+            row.progress = {**row.progress, **_plain(request.progress)}
+        return trainer_pb2.ReportJobProgressResponse()
+
+    def CompleteJob(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Record how a remote worker's job ended: metrics and checkpoint key, or the error."""
+        if request.status == common_pb2.JOB_STATUS_SUCCEEDED:
+            if not request.HasField("artifact_key") or not request.HasField("metrics"):
+                raise InvalidArgument("artifact_key", "a succeeded job reports its metrics and checkpoint key")
+        elif request.status != common_pb2.JOB_STATUS_FAILED:
+            raise InvalidArgument("status", "must be JOB_STATUS_SUCCEEDED or JOB_STATUS_FAILED")
+        with transaction(self.sessions) as session:
+            row = _reporting_job(session, request)
+            if request.status == common_pb2.JOB_STATUS_SUCCEEDED:
+                row.metrics, row.artifact_key = _plain(request.metrics), request.artifact_key
+                store.finish(row, store.SUCCEEDED)
+            else:
+                store.finish(row, store.FAILED, request.error or "the training job failed")
+            message = model_to_proto(row)
+        return trainer_pb2.CompleteJobResponse(reward_model=message)
+
+    def _check_owned(self, owner_id: str, trace_ids: list[str]) -> None:
+        """NOT_FOUND naming the first selected trace the owner does not own."""
+        request = ingest_pb2.ListTracesRequest(
+            owner_id=owner_id, trace_ids=trace_ids, page=common_pb2.PageRequest(limit=min(len(trace_ids), 500))
+        )
+        owned: set[str] = set()
+        while True:
+            page = self.peers.ingest.ListTraces(request, timeout=30)
+            owned |= {summary.id for summary in page.traces}
+            request.page.offset += len(page.traces)
+            if not page.traces or request.page.offset >= page.page_info.total:
+                break
+        missing = next((trace_id for trace_id in trace_ids if trace_id not in owned), None)
+        if missing is not None:
+            raise NotFound(f"trace {missing} not found")
+
+
+def _owner(request: Any) -> str:
+    if not request.owner_id:
+        raise InvalidArgument("owner_id", "every request must name the owner it acts for")
+    return str(request.owner_id)
+
+
+def _reporting_job(session: Session, request: Any) -> store.RewardModelRow:
+    row = store.running_job(session, request.reward_model_id, request.job_id)
+    if row.owner_id != _owner(request):
+        raise NotFound(f"reward model {request.reward_model_id} not found")
+    return row
+
+
+def _plain(struct: struct_pb2.Struct) -> dict[str, Any]:
+    """A Struct as JSON, whole numbers back as ints (protobuf keeps every number as a double)."""
+    value = json_format.MessageToDict(struct)
+    return {key: int(item) if isinstance(item, float) and item.is_integer() else item for key, item in value.items()}
+
+
+def _timestamp(moment: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if moment is None:
+        return None
+    message = timestamp_pb2.Timestamp()
+    message.FromDatetime(moment)
+    return message
+
+
+def _struct(value: Mapping[str, Any] | None) -> struct_pb2.Struct | None:
+    if value is None:
+        return None
+    message = struct_pb2.Struct()
+    message.update(value)
+    return message
+
+
+def model_to_proto(row: store.RewardModelRow) -> Any:
+    """A reward model row as its message."""
+    return trainer_pb2.RewardModel(
+        id=row.id,
+        name=row.name,
+        base_model=row.base_model,
+        compute=row.compute,
+        epochs=row.epochs,
+        max_pairs=row.max_pairs,
+        trace_count=len(row.trace_ids),
+        status=_STATUSES[row.status],
+        num_pairs=row.num_pairs,
+        metrics=_struct(row.metrics),
+        error=row.error,
+        created_at=_timestamp(row.created_at),
+        started_at=_timestamp(row.started_at),
+        finished_at=_timestamp(row.finished_at),
+        training_config=_struct(row.training_config or {}),
+        progress=_struct({key: value for key, value in (row.progress or {}).items() if key != "job_dir"}),
+        artifact_key=row.artifact_key,
+    )
+
+
+def _finding(item: Mapping[str, Any]) -> Any:
+    return trainer_pb2.FeedbackFinding(
+        trace_id=item["trace_id"],
+        step_index=item["step_index"],
+        label=_LABELS.get(item.get("label") or "", trainer_pb2.FEEDBACK_LABEL_UNSPECIFIED),
+        confidence=_CONFIDENCES.get(item.get("confidence") or "", trainer_pb2.FEEDBACK_CONFIDENCE_UNSPECIFIED),
+        source=_SOURCES.get(item.get("source") or "", trainer_pb2.FEEDBACK_SOURCE_UNSPECIFIED),
+        evidence_id=item.get("evidence_id"),
+        evidence_quote=item.get("evidence_quote"),
+        reason=item.get("reason") or "",
+        classifier_model=item.get("classifier_model") or "",
+        included_in_training=bool(item.get("included_in_training")),
+        tool_name=item.get("tool_name"),
+        original_action=item.get("original_action"),
+        alternative_action=item.get("alternative_action"),
+    )
+
+
+def _export_line(pair: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: pair.get(key) for key in ("chosen", "rejected", "trace_ids", "granularity", "action_type")}

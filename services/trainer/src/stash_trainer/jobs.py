@@ -1,0 +1,296 @@
+"""Training jobs: from a claimed model to a job directory, a launched worker, and a recorded result.
+
+The dispatcher claims a queued model (only a queued one can be claimed), reads the selected traces
+from ingest with their latest evaluations from the labeler, builds the preference pairs, records the
+pairs and the feedback report (before the minimum-pair check, so a failed model keeps its report),
+writes the job directory of the spec's contract and launches the worker. When the worker ends, its
+`result.json` becomes the model's metrics, the checkpoint archive goes to object storage under
+`reward-models/<owner_id>/<model_id>.tar.gz`, and the model succeeds; otherwise it fails with the
+worker's error. A recovery sweep fails interrupted submissions and overdue jobs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from time import monotonic
+from typing import Any
+
+import grpc
+import orjson
+import structlog
+from sqlalchemy.orm import Session, sessionmaker
+
+from stash.rm.v1 import ingest_pb2, labeler_pb2
+from stash_common.coordination import Subscription, Wakeups
+from stash_common.db import transaction, utc_now
+from stash_common.errors import StashError
+from stash_common.storage import ObjectStore
+from stash_trainer import store
+from stash_trainer.launcher import Launcher, RunningJob
+from stash_trainer.pairs.dataset import PairSet, build_pairs, check_trainable
+from stash_trainer.pairs.feedback import FeedbackExtractor
+from stash_trainer.pairs.inputs import SourceTrace, trace_from_proto
+from stash_trainer.pairs.rendering import is_rendered, render_example, render_trace
+from stash_trainer.worker import job as contract
+
+log = structlog.get_logger()
+WAKEUP_TOPIC = "trainer.models"
+PROGRESS_FILE = "progress.json"
+POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """What every training job of this trainer shares."""
+
+    artifact_dir: Path
+    max_length: int = 1024
+    batch_size: int = 8
+    learning_rate: float = 1e-4
+    seed: int = 0
+    submit_timeout: timedelta = timedelta(minutes=35)
+    job_timeout: timedelta = timedelta(minutes=70)
+    sweep_interval_s: float = 30.0
+
+
+def archive_key(owner_id: str, model_id: str) -> str:
+    """Where a model's checkpoint archive lives in object storage."""
+    return f"reward-models/{owner_id}/{model_id}.tar.gz"
+
+
+class Dispatcher:
+    """Claims queued models, prepares and launches their jobs, and records how they end."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        peers: Any,
+        objects: ObjectStore,
+        launcher: Launcher,
+        wakeups: Wakeups,
+        settings: JobSettings,
+        extractor: FeedbackExtractor | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self.peers = peers
+        self.objects = objects
+        self.launcher = launcher
+        self.wakeups = wakeups
+        self.settings = settings
+        self.extractor = extractor
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="training-dispatcher", daemon=True)
+        self._running: dict[str, tuple[str, RunningJob]] = {}  # model id → (job id, worker)
+
+    def start(self) -> None:
+        """Work in the background."""
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop claiming, and stop this process's workers: their models fail with a reason to retry."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self.wake()
+            self._thread.join(timeout_s)
+        for model_id, (job_id, running) in list(self._running.items()):
+            running.kill()
+            self._fail(model_id, job_id, "the trainer stopped while this model was training; retry")
+
+    def wake(self) -> None:
+        """Tell every dispatcher that a model was queued."""
+        self.wakeups.notify(WAKEUP_TOPIC, "queued")
+
+    def _run(self) -> None:
+        subscription = self.wakeups.subscribe(WAKEUP_TOPIC)
+        next_sweep = 0.0
+        try:
+            while not self._stopping.is_set():
+                if monotonic() >= next_sweep:
+                    self._guarded(self.sweep)
+                    next_sweep = monotonic() + self.settings.sweep_interval_s
+                self._guarded(self.drain)
+                self._wait(subscription, max(0.0, min(self.settings.sweep_interval_s, next_sweep - monotonic())))
+        finally:
+            subscription.close()
+
+    def _wait(self, subscription: Subscription, timeout_s: float) -> None:
+        try:
+            subscription.wait(timeout_s)
+        except Exception:  # Redis away: poll until it answers again
+            log.exception("wake-ups unavailable; polling")
+            self._stopping.wait(min(timeout_s, 1.0))
+
+    def _guarded(self, work: Callable[[], object]) -> None:
+        try:
+            work()
+        except Exception:  # the loop must outlive a database or peer outage; the sweep recovers
+            log.exception("training dispatcher pass failed")
+
+    def sweep(self) -> list[str]:
+        """Fail interrupted submissions and overdue jobs."""
+        with transaction(self.sessions) as session:
+            failed = store.fail_stale(session, self.settings.submit_timeout, self.settings.job_timeout)
+        if failed:
+            log.warning("reward models failed by the recovery sweep", reward_model_ids=failed)
+        return failed
+
+    def drain(self) -> int:
+        """Claim and launch queued models until none is left; returns how many were launched."""
+        launched = 0
+        while not self._stopping.is_set():
+            with transaction(self.sessions) as session:
+                candidates = store.queued_ids(session, 10)
+            if not candidates:
+                return launched
+            for model_id in candidates:
+                with transaction(self.sessions) as session:
+                    job_id = store.claim(session, model_id)
+                if job_id is not None:
+                    launched += self.run_claimed(model_id, job_id) is not None
+        return launched
+
+    def run_claimed(self, model_id: str, job_id: str) -> RunningJob | None:
+        """Prepare and launch a claimed model's job; the model fails with the reason when that is impossible."""
+        try:
+            job_dir = self.prepare(model_id, job_id)
+            running = self.launcher.launch(job_dir)
+        except StashError as error:
+            self._fail(model_id, job_id, error.message)
+            return None
+        except grpc.RpcError as error:
+            self._fail(model_id, job_id, f"could not read the selected traces: {error.code().name}: {error.details()}")
+            return None
+        with transaction(self.sessions) as session:
+            row = store.running_job(session, model_id, job_id)
+            row.started_at = utc_now()
+            row.progress = {"stage": "training", "job_dir": str(job_dir)}
+        self._running[model_id] = (job_id, running)
+        threading.Thread(target=self.watch, args=(model_id, job_id, running), daemon=True).start()
+        log.info("training job launched", reward_model_id=model_id, job_id=job_id)
+        return running
+
+    def prepare(self, model_id: str, job_id: str) -> Path:
+        """Build the pairs, record them with the feedback report, and write the job directory."""
+        with transaction(self.sessions) as session:
+            row = store.running_job(session, model_id, job_id)
+            owner_id, trace_ids, config = row.owner_id, list(row.trace_ids), dict(row.training_config or {})
+            max_pairs, epochs, base_model = row.max_pairs, row.epochs, row.base_model
+        traces = [self._source_trace(owner_id, trace_id) for trace_id in trace_ids]
+        pair_set = build_pairs(traces, config or None, max_pairs, self.extractor, self.settings.seed)
+        with transaction(self.sessions) as session:
+            row = store.running_job(session, model_id, job_id)
+            row.feedback = list(pair_set.feedback) if pair_set.feedback is not None else None
+            row.num_pairs = len(pair_set.pairs)
+            store.save_pairs(session, row, [pair.to_job_line() for pair in pair_set.pairs])
+        check_trainable(pair_set.pairs)
+        job = {
+            "kind": "train",
+            "base_model": base_model,
+            "epochs": epochs,
+            "max_pairs": max_pairs,
+            "seed": self.settings.seed,
+            "max_length": self.settings.max_length,
+            "batch_size": self.settings.batch_size,
+            "learning_rate": self.settings.learning_rate,
+        }
+        return write_job_dir(self.settings.artifact_dir / job_id, job, pair_set, traces)
+
+    def _source_trace(self, owner_id: str, trace_id: str) -> SourceTrace:
+        found = self.peers.ingest.GetTrace(ingest_pb2.GetTraceRequest(owner_id=owner_id, trace_id=trace_id), timeout=60)
+        request = labeler_pb2.GetTraceEvaluationRequest(owner_id=owner_id, trace_id=trace_id, succeeded_only=True)
+        evaluated = self.peers.labeler.GetTraceEvaluation(request, timeout=60)
+        evaluation = evaluated.evaluation if evaluated.HasField("evaluation") else None
+        return trace_from_proto(found.trace, found.annotations, evaluation)
+
+    def watch(self, model_id: str, job_id: str, running: RunningJob) -> None:
+        """Record progress until the worker ends, then record its result."""
+        deadline = monotonic() + self.settings.job_timeout.total_seconds()
+        while (code := running.wait(POLL_S)) is None and monotonic() < deadline and not self._stopping.is_set():
+            self._guarded(lambda: self._record_progress(model_id, job_id, running.job_dir))
+        if code is None:
+            if not self._stopping.is_set():
+                running.kill()  # overdue: the sweep fails the model
+            return
+        self._running.pop(model_id, None)
+        try:
+            self.finish(model_id, job_id, running.job_dir)
+        except Exception as error:  # the model must not stay running because recording failed
+            log.exception("recording the training result failed", reward_model_id=model_id)
+            self._fail(model_id, job_id, f"recording the result failed: {type(error).__name__}: {error}")
+
+    def _record_progress(self, model_id: str, job_id: str, job_dir: Path) -> None:
+        path = job_dir / PROGRESS_FILE
+        if not path.is_file():
+            return
+        try:
+            progress = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError:
+            return  # caught mid-write; the next poll reads it
+        with transaction(self.sessions) as session:
+            row = store.running_job(session, model_id, job_id)
+            row.progress = {**row.progress, **progress}
+
+    def finish(self, model_id: str, job_id: str, job_dir: Path) -> None:
+        """Upload the checkpoint and record the metrics, or the worker's error."""
+        result = orjson.loads((job_dir / contract.RESULT_FILE).read_bytes())
+        if "error" in result:
+            self._fail(model_id, job_id, str(result["error"]))
+            return
+        with transaction(self.sessions) as session:
+            owner_id = store.running_job(session, model_id, job_id).owner_id
+        key = archive_key(owner_id, model_id)
+        upload_archive(self.objects, key, job_dir / contract.MODEL_DIR)
+        with transaction(self.sessions) as session:
+            row = store.running_job(session, model_id, job_id)
+            row.metrics, row.artifact_key = result["metrics"], key
+            row.progress = {**row.progress, "stage": "done"}
+            store.finish(row, store.SUCCEEDED)
+        shutil.rmtree(job_dir, ignore_errors=True)  # scratch space: the archive is in object storage now
+        log.info("reward model trained", reward_model_id=model_id, metrics=result["metrics"])
+
+    def _fail(self, model_id: str, job_id: str, error: str) -> None:
+        with transaction(self.sessions) as session:
+            try:
+                row = store.running_job(session, model_id, job_id)
+            except StashError:
+                return  # already settled by a sweep or a newer launch
+            row.progress = {**row.progress, "stage": "failed"}
+            store.finish(row, store.FAILED, error)
+        log.warning("reward model failed", reward_model_id=model_id, error=error)
+
+
+def write_job_dir(job_dir: Path, job: dict[str, Any], pair_set: PairSet, traces: list[SourceTrace]) -> Path:
+    """The spec's job directory: job.json, pairs.jsonl and the items to score after training."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / contract.JOB_FILE).write_bytes(orjson.dumps(job))
+    (job_dir / contract.PAIRS_FILE).write_text(pair_set.to_jsonl(), encoding="utf-8")
+    trace_items = [{"trace_id": trace.id, "text": render_trace(trace)} for trace in traces]
+    action_items = [
+        {"trace_id": trace.id, "step_id": step.id, "text": render_example(trace, step.index)}
+        for trace in traces
+        for step in trace.steps
+        if step.is_action and is_rendered(step)
+    ]
+    _write_jsonl(job_dir / contract.SCORE_ITEMS_FILE, [item for item in trace_items if item["text"]])
+    _write_jsonl(job_dir / contract.ACTION_SCORE_ITEMS_FILE, action_items)
+    return job_dir
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+
+
+def upload_archive(objects: ObjectStore, key: str, model_dir: Path) -> None:
+    """The checkpoint directory as a tar.gz, stored under `key`."""
+    with tempfile.TemporaryDirectory() as scratch:
+        archive = Path(scratch) / "model.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(model_dir, arcname="model")
+        objects.put_file(key, archive)
