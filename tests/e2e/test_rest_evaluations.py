@@ -29,6 +29,8 @@ def stack(
         "STASH_GATEWAY_DATABASE_URL": module_postgres_url,
         "STASH_LABELER_DATABASE_URL": module_postgres_url,
         "STASH_LABELER_REDIS_URL": module_redis_url,
+        "STASH_TRAINER_DATABASE_URL": module_postgres_url,
+        "STASH_TRAINER_REDIS_URL": module_redis_url,
     }
     with running_stack(tmp_path_factory.mktemp(request.param), **(cluster if request.param == "cluster" else {})) as s:
         yield s

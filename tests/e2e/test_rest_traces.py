@@ -28,6 +28,8 @@ def stack(
         STASH_GATEWAY_DATABASE_URL=module_postgres_url,
         STASH_LABELER_DATABASE_URL=module_postgres_url,
         STASH_LABELER_REDIS_URL=module_redis_url,
+        STASH_TRAINER_DATABASE_URL=module_postgres_url,
+        STASH_TRAINER_REDIS_URL=module_redis_url,
         STASH_GATEWAY_MAX_BODY_BYTES=str(BODY_LIMIT),
     ) as running:
         yield running

@@ -2,8 +2,10 @@
 
 It creates a user and an API key, shows every service healthy through the gateway,
 imports the sample traces shipped with the CLI (several formats, tool calls, user
-reactions), waits for the labeler to label and score each one, and prints every trace
-with its automatic score and outcome.
+reactions), waits for the labeler to label and score each one, prints every trace
+with its automatic score and outcome, then trains a reward model on the samples'
+automatic action credit (the packaged MiniLM, on this machine's CPU or GPU) and prints
+its metrics.
 """
 
 from __future__ import annotations
@@ -23,6 +25,19 @@ from stash_common.errors import AlreadyExists
 DEMO_USER = "demo"
 SAMPLES_DIR = Path(__file__).parent / "samples"
 EVALUATION_WAIT_S = 60.0
+TRAINING_WAIT_S = 1800.0
+AUTOMATIC_CREDIT = {"input_version": 3, "annotation_source": "automatic"}
+METRICS_SHOWN = (
+    "train_pairs",
+    "eval_pairs",
+    "eval_accuracy",
+    "excluded_cross_trace_pairs",
+    "action_eval_accuracy",
+    "final_loss",
+    "epochs",
+    "device",
+    "seconds",
+)
 
 
 def demo_key() -> str:
@@ -43,7 +58,9 @@ def run_demo(layout: Layout, console: Console) -> None:
             source = path.name.split(".")[0]
             result = client.import_traces(path.read_text(encoding="utf-8"), source_id=source)
             console.print(f"Imported {result['imported']} {result['format']} trace(s) from {path.name} as {source}")
-        _show_traces(_wait_for_evaluations(client, console), console)
+        listing = _wait_for_evaluations(client, console)
+        _show_traces(listing, console)
+        _show_model(_train(client, console, [trace["id"] for trace in listing["traces"]]), console)
     finally:
         client.close()
     console.print(f"API key for this stack (full access): [bold]{key}[/bold]")
@@ -82,4 +99,28 @@ def _show_traces(listing: dict[str, Any], console: Console) -> None:
             "—" if score is None else f"{score:+.2f}",
             evaluation.get("outcome") or "not evaluated",
         )
+    console.print(table)
+
+
+def _train(client: GatewayClient, console: Console, trace_ids: list[str]) -> dict[str, Any]:
+    """Train a reward model on the samples and wait until it succeeds or fails."""
+    body = {"name": "demo reward model", "trace_ids": trace_ids, "training_config": AUTOMATIC_CREDIT}
+    model = client.call("POST", "/reward-models", json=body)
+    deadline = time.monotonic() + TRAINING_WAIT_S
+    with console.status("Training a reward model on the samples…") as status:
+        while model["status"] in ("queued", "running") and time.monotonic() < deadline:
+            time.sleep(1.0)
+            model = client.call("GET", f"/reward-models/{model['id']}")
+            status.update(f"Training a reward model on the samples… ({model['progress'].get('stage', 'queued')})")
+    return model
+
+
+def _show_model(model: dict[str, Any], console: Console) -> None:
+    if model["status"] != "succeeded":
+        console.print(f"[red]Reward model {model['status']}:[/red] {model['error'] or 'still training'}")
+        return
+    table = Table("metric", "value", title=f"Reward model {model['name']} ({model['num_pairs']} pairs)")
+    for name in METRICS_SHOWN:
+        value = model["metrics"].get(name)
+        table.add_row(name, "—" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value))
     console.print(table)

@@ -1,0 +1,184 @@
+"""The job directory contract between the trainer service and this worker (the spec's file formats).
+
+`job.json`, `pairs.jsonl`, `score_items.jsonl` and `action_score_items.jsonl` are read and validated
+here; `result.json`, `scores.jsonl`, `action_scores.jsonl` and the reward statistics are written
+here. Validation errors name the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal, TextIO, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from stash_common.errors import FailedPrecondition, InvalidArgument
+from stash_trainer.worker.pairs import Pair
+from stash_trainer.worker.stats import RewardStats
+
+JOB_FILE = "job.json"
+PAIRS_FILE = "pairs.jsonl"
+SCORE_ITEMS_FILE = "score_items.jsonl"
+ACTION_SCORE_ITEMS_FILE = "action_score_items.jsonl"
+RESULT_FILE = "result.json"
+SCORES_FILE = "scores.jsonl"
+ACTION_SCORES_FILE = "action_scores.jsonl"
+MODEL_DIR = "model"
+REWARD_STATS_FILE = "reward_stats.json"
+ACTION_REWARD_STATS_FILE = "action_reward_stats.json"
+LOG_FILE = "worker.log"
+
+Record = TypeVar("Record", bound=BaseModel)
+
+
+class TrainJob(BaseModel):
+    """`job.json` of a training job; keys the worker does not use are ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+
+    kind: Literal["train"]
+    base_model: str = Field(min_length=1)
+    epochs: int = Field(ge=1)
+    max_pairs: int = Field(ge=2)
+    seed: int = Field(ge=0)
+    max_length: int = Field(default=1024, ge=8)
+    batch_size: int = Field(default=8, ge=1)
+    learning_rate: float = Field(default=1e-4, gt=0, allow_inf_nan=False)
+
+
+class PairRecord(BaseModel):
+    """One line of `pairs.jsonl`; evidence fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    chosen: str = Field(min_length=1)
+    rejected: str = Field(min_length=1)
+    trace_id: str | None = Field(default=None, min_length=1)
+    trace_ids: list[str] | None = None
+    granularity: Literal["trace", "action"]
+    action_type: Literal["response", "tool_call", "mixed"] | None = None
+
+    @model_validator(mode="after")
+    def _names_its_traces(self) -> PairRecord:
+        if not self.trace_id and not self.trace_ids:
+            raise ValueError("a pair needs `trace_id` or a nonempty `trace_ids`")
+        if self.trace_ids is not None and not all(self.trace_ids):
+            raise ValueError("`trace_ids` must not contain empty ids")
+        return self
+
+    def to_pair(self) -> Pair:
+        """The domain pair, with its source traces in order and without duplicates."""
+        ids = ([self.trace_id] if self.trace_id else []) + list(self.trace_ids or [])
+        return Pair(self.chosen, self.rejected, tuple(dict.fromkeys(ids)), self.granularity, self.action_type)
+
+
+class ScoreItem(BaseModel):
+    """One line of `score_items.jsonl`: a whole trace's rendered text."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    trace_id: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+
+
+class ActionScoreItem(BaseModel):
+    """One line of `action_score_items.jsonl`: the context ending at one assistant action."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    trace_id: str = Field(min_length=1)
+    step_id: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+
+
+def describe(error: ValidationError) -> str:
+    """Pydantic's errors as `field: reason` clauses joined by semicolons."""
+    return "; ".join(f"{'.'.join(map(str, item['loc'])) or 'record'}: {item['msg']}" for item in error.errors())
+
+
+def read_job(job_dir: Path) -> TrainJob:
+    """Read and validate `job.json`."""
+    path = job_dir / JOB_FILE
+    if not path.is_file():
+        raise FailedPrecondition(f"{path} is missing: the trainer writes job.json before it launches the worker")
+    try:
+        return TrainJob.model_validate_json(path.read_bytes())
+    except ValidationError as error:
+        raise InvalidArgument(JOB_FILE, describe(error)) from error
+
+
+def read_jsonl(path: Path, record: type[Record]) -> list[Record]:
+    """Validate every line of a JSONL file as `record`; errors name the file and the line."""
+    rows = []
+    with path.open("rb") as lines:
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                try:
+                    rows.append(record.model_validate_json(line))
+                except ValidationError as error:
+                    raise InvalidArgument(f"{path.name} line {number}", describe(error)) from error
+    return rows
+
+
+def read_pairs(job_dir: Path) -> list[Pair]:
+    """The preference pairs of `pairs.jsonl`, in file order."""
+    path = job_dir / PAIRS_FILE
+    if not path.is_file():
+        raise FailedPrecondition(f"{path} is missing: the trainer writes pairs.jsonl before it launches the worker")
+    return [row.to_pair() for row in read_jsonl(path, PairRecord)]
+
+
+def read_score_items(job_dir: Path) -> list[ScoreItem]:
+    """The traces to score after training; none when the file is absent."""
+    path = job_dir / SCORE_ITEMS_FILE
+    return read_jsonl(path, ScoreItem) if path.is_file() else []
+
+
+def read_action_score_items(job_dir: Path) -> list[ActionScoreItem]:
+    """The assistant actions to score after training; none when the file is absent."""
+    path = job_dir / ACTION_SCORE_ITEMS_FILE
+    return read_jsonl(path, ActionScoreItem) if path.is_file() else []
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[TextIO]:
+    """A text file that appears at `path` only once fully written; nothing is left behind on error."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        with temporary.open("w") as out:
+            yield out
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_json(path: Path, value: Mapping[str, Any]) -> None:
+    """Write `value` as JSON atomically; NaN and infinity are refused."""
+    with atomic_file(path) as out:
+        out.write(json.dumps(value, allow_nan=False, indent=2) + "\n")
+
+
+def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Write one JSON object per line atomically; NaN and infinity are refused."""
+    with atomic_file(path) as out:
+        for row in rows:
+            out.write(json.dumps(row, allow_nan=False) + "\n")
+
+
+def write_stats(path: Path, stats: RewardStats) -> None:
+    """Save reward statistics as `{"mean", "std"}` next to the checkpoint."""
+    write_json(path, {"mean": stats.mean, "std": stats.std})
+
+
+def write_result(job_dir: Path, metrics: Mapping[str, Any]) -> None:
+    """Write a successful `result.json`: `{"metrics": {...}}`."""
+    write_json(job_dir / RESULT_FILE, {"metrics": dict(metrics)})
+
+
+def write_error(job_dir: Path, message: str) -> None:
+    """Write a failed `result.json`: `{"error": message}`."""
+    write_json(job_dir / RESULT_FILE, {"error": message})
