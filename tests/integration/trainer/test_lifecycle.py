@@ -1,0 +1,172 @@
+"""The reward-model lifecycle on PostgreSQL: claims, retries, remote job reports and the recovery sweep."""
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import struct_pb2
+
+from stash.rm.v1 import common_pb2, trainer_pb2, trainer_pb2_grpc
+from stash_common.channels import open_channel
+from stash_common.coordination import InProcessWakeups
+from stash_common.db import make_engine, make_sessions, transaction, upgrade, utc_now
+from stash_common.errors import FailedPrecondition
+from stash_common.server import start
+from stash_common.storage import LocalObjectStore
+from stash_trainer import store
+from stash_trainer.api import TrainerServicer
+from stash_trainer.jobs import Dispatcher, JobSettings
+from stash_trainer.launcher import LocalSubprocessLauncher
+
+OWNER = "owner-a"
+
+
+@pytest.fixture
+def sessions(postgres_url: str) -> Iterator[Any]:
+    upgrade("trainer", store.MIGRATIONS_DIR, postgres_url)
+    engine = make_engine(postgres_url)
+    yield make_sessions(engine)
+    engine.dispose()
+
+
+def _queued(sessions: Any, **fields: Any) -> str:
+    row = store.RewardModelRow(
+        owner_id=OWNER,
+        name="m",
+        base_model="base",
+        compute="local",
+        epochs=1,
+        max_pairs=4000,
+        training_config={},
+        trace_ids=["t1", "t2"],
+        progress={},
+        **fields,
+    )
+    with transaction(sessions) as session:
+        session.add(row)
+    return row.id
+
+
+def test_only_one_of_two_claimers_wins(sessions: Any) -> None:
+    model_id = _queued(sessions)
+
+    with transaction(sessions) as first, transaction(sessions) as second:
+        won = store.claim(first, model_id)
+        first.commit()
+        lost = store.claim(second, model_id)
+
+    assert won is not None and lost is None
+    with transaction(sessions) as session:
+        row = session.get(store.RewardModelRow, model_id)
+        assert (row.status, row.job_id) == ("running", won)
+
+
+def test_only_a_failed_model_can_be_retried_and_it_keeps_its_id_and_traces(sessions: Any) -> None:
+    model_id = _queued(sessions)
+    with transaction(sessions) as session, pytest.raises(FailedPrecondition, match="only a failed model"):
+        store.retry(session, OWNER, model_id)
+    with transaction(sessions) as session:
+        row = session.get(store.RewardModelRow, model_id)
+        row.status, row.error, row.num_pairs, row.feedback = "failed", "boom", 1, []
+
+    with transaction(sessions) as session:
+        row = store.retry(session, OWNER, model_id)
+        assert (row.id, row.status, row.trace_ids, row.error, row.feedback) == (
+            model_id,
+            "queued",
+            ["t1", "t2"],
+            None,
+            None,
+        )
+
+
+def test_the_sweep_fails_interrupted_submissions_and_overdue_jobs(sessions: Any) -> None:
+    long_ago = utc_now() - timedelta(hours=2)
+    interrupted = _queued(sessions, status="running", job_id="j1", claimed_at=long_ago)
+    overdue = _queued(sessions, status="running", job_id="j2", claimed_at=long_ago, started_at=long_ago)
+    fresh = _queued(sessions, status="running", job_id="j3", claimed_at=utc_now(), started_at=utc_now())
+
+    with transaction(sessions) as session:
+        failed = store.fail_stale(session, timedelta(minutes=35), timedelta(minutes=70))
+
+    assert set(failed) == {interrupted, overdue}
+    with transaction(sessions) as session:
+        rows = {row.id: row for row in session.query(store.RewardModelRow)}
+    assert "interrupted before it started (over 35 minutes)" in rows[interrupted].error
+    assert "did not finish within 70 minutes" in rows[overdue].error
+    assert rows[fresh].status == "running"
+
+
+@pytest.fixture
+def trainer(sessions: Any, tmp_path: Any) -> Iterator[Any]:
+    objects = LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32)
+    dispatcher = Dispatcher(
+        sessions, None, objects, LocalSubprocessLauncher(), InProcessWakeups(), JobSettings(tmp_path / "jobs")
+    )
+    servicer = TrainerServicer(sessions, None, objects, dispatcher, "base", "local")
+
+    def register(server: grpc.Server) -> list[str]:
+        trainer_pb2_grpc.add_TrainerServiceServicer_to_server(servicer, server)
+        return ["stash.rm.v1.TrainerService"]
+
+    running = start(register, "127.0.0.1", 0)
+    channel = open_channel(f"127.0.0.1:{running.port}")
+    yield trainer_pb2_grpc.TrainerServiceStub(channel)
+    channel.close()
+    running.stop(0)
+
+
+def _metrics(**values: Any) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    message.update(values)
+    return message
+
+
+def test_a_remote_job_reports_progress_and_completes(sessions: Any, trainer: Any) -> None:
+    model_id = _queued(sessions)
+    with transaction(sessions) as session:
+        job_id = store.claim(session, model_id)
+
+    trainer.ReportJobProgress(
+        trainer_pb2.ReportJobProgressRequest(
+            owner_id=OWNER, reward_model_id=model_id, job_id=job_id, progress=_metrics(step=3, loss=0.5)
+        ),
+        timeout=10,
+    )
+    done = trainer.CompleteJob(
+        trainer_pb2.CompleteJobRequest(
+            owner_id=OWNER,
+            reward_model_id=model_id,
+            job_id=job_id,
+            status=common_pb2.JOB_STATUS_SUCCEEDED,
+            metrics=_metrics(train_pairs=10),
+            artifact_key=f"reward-models/{OWNER}/{model_id}.tar.gz",
+        ),
+        timeout=10,
+    ).reward_model
+
+    assert done.status == common_pb2.JOB_STATUS_SUCCEEDED
+    assert done.progress["step"] == 3 and done.metrics["train_pairs"] == 10
+
+
+def test_reports_from_a_superseded_launch_are_refused(sessions: Any, trainer: Any) -> None:
+    model_id = _queued(sessions)
+    with transaction(sessions) as session:
+        store.claim(session, model_id)
+
+    with pytest.raises(grpc.RpcError) as raised:
+        trainer.CompleteJob(
+            trainer_pb2.CompleteJobRequest(
+                owner_id=OWNER, reward_model_id=model_id, job_id="an-old-launch", status=common_pb2.JOB_STATUS_FAILED
+            ),
+            timeout=10,
+        )
+
+    assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    with pytest.raises(grpc.RpcError) as other_owner:
+        trainer.GetRewardModel(
+            trainer_pb2.GetRewardModelRequest(owner_id="owner-b", reward_model_id=model_id), timeout=10
+        )
+    assert other_owner.value.code() == grpc.StatusCode.NOT_FOUND
