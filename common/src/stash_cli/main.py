@@ -66,15 +66,15 @@ def up(data_dir: DataDir = None) -> None:
     """Start all six services as separate processes, wait until healthy, stop them all on Ctrl-C."""
     _use_data_dir(data_dir)
     stack = _start_stack()
-    console.print(f"Gateway: [bold]{stack.layout.gateway_url}[/bold]  (API docs at {stack.layout.gateway_url}/docs)")
-    console.print(
-        f"OTLP: {stack.layout.gateway_url}/api/v1/rm/otel (http/protobuf, http/json), "
-        f"grpc 127.0.0.1:{stack.layout.gateway.otlp_grpc_port}"
-    )
-    console.print("Press Ctrl-C to stop.")
     signal.signal(signal.SIGTERM, _interrupt)
     reported: set[str] = set()
-    try:
+    try:  # from here on, Ctrl-C (or SIGTERM) at any moment stops every service
+        console.print(f"Gateway: [bold]{stack.layout.gateway_url}[/bold]  (API docs at {stack.layout.gateway_url}/docs)")
+        console.print(
+            f"OTLP: {stack.layout.gateway_url}/api/v1/rm/otel (http/protobuf, http/json), "
+            f"grpc 127.0.0.1:{stack.layout.gateway.otlp_grpc_port}"
+        )
+        console.print("Press Ctrl-C to stop.")
         while True:
             for name, code in stack.exited().items():
                 if name not in reported:
