@@ -69,7 +69,9 @@ def up(data_dir: DataDir = None) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     reported: set[str] = set()
     try:  # from here on, Ctrl-C (or SIGTERM) at any moment stops every service
-        console.print(f"Gateway: [bold]{stack.layout.gateway_url}[/bold]  (API docs at {stack.layout.gateway_url}/docs)")
+        console.print(
+            f"Gateway: [bold]{stack.layout.gateway_url}[/bold]  (API docs at {stack.layout.gateway_url}/docs)"
+        )
         console.print(
             f"OTLP: {stack.layout.gateway_url}/api/v1/rm/otel (http/protobuf, http/json), "
             f"grpc 127.0.0.1:{stack.layout.gateway.otlp_grpc_port}"
