@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from support.ingest import stash_line
-from support.stack import RunningStack, running_stack
+from support.stack import RunningStack, cluster_env, running_stack
 
 EVALUATION_WAIT_S = 20
 
@@ -23,15 +23,7 @@ def stack(
     module_postgres_url: str,
     module_redis_url: str,
 ) -> Iterator[RunningStack]:
-    cluster = {
-        "STASH_PROFILE": "cluster",
-        "STASH_INGEST_DATABASE_URL": module_postgres_url,
-        "STASH_GATEWAY_DATABASE_URL": module_postgres_url,
-        "STASH_LABELER_DATABASE_URL": module_postgres_url,
-        "STASH_LABELER_REDIS_URL": module_redis_url,
-        "STASH_TRAINER_DATABASE_URL": module_postgres_url,
-        "STASH_TRAINER_REDIS_URL": module_redis_url,
-    }
+    cluster = cluster_env(module_postgres_url, module_redis_url)
     with running_stack(tmp_path_factory.mktemp(request.param), **(cluster if request.param == "cluster" else {})) as s:
         yield s
 

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from support.ingest import stash_line
-from support.stack import RunningStack, running_stack
+from support.stack import RunningStack, cluster_env, running_stack
 
 TRAINING_WAIT_S = 240
 S3_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -61,13 +61,7 @@ def stack(
 ) -> Iterator[RunningStack]:
     with running_stack(
         tmp_path_factory.mktemp("models"),
-        STASH_PROFILE="cluster",
-        STASH_INGEST_DATABASE_URL=module_postgres_url,
-        STASH_GATEWAY_DATABASE_URL=module_postgres_url,
-        STASH_LABELER_DATABASE_URL=module_postgres_url,
-        STASH_LABELER_REDIS_URL=module_redis_url,
-        STASH_TRAINER_DATABASE_URL=module_postgres_url,
-        STASH_TRAINER_REDIS_URL=module_redis_url,
+        **cluster_env(module_postgres_url, module_redis_url),
         # The packaged model keeps this test offline; the cluster default is Qwen/Qwen3-0.6B.
         STASH_TRAINER_BASE_MODEL="sentence-transformers/all-MiniLM-L6-v2",
         STASH_TRAINER_MAX_LENGTH="128",

@@ -11,7 +11,7 @@ import pytest
 from support.fixtures import REAL_FIXTURES
 from support.ingest import stash_line
 from support.processes import stash_rm
-from support.stack import RunningStack, running_stack
+from support.stack import RunningStack, cluster_env, running_stack
 
 BODY_LIMIT = 300_000
 
@@ -23,13 +23,7 @@ def stack(
     # The cluster profile: every service must be given what it needs (here: PostgreSQL and Redis URLs).
     with running_stack(
         tmp_path_factory.mktemp("rest"),
-        STASH_PROFILE="cluster",
-        STASH_INGEST_DATABASE_URL=module_postgres_url,
-        STASH_GATEWAY_DATABASE_URL=module_postgres_url,
-        STASH_LABELER_DATABASE_URL=module_postgres_url,
-        STASH_LABELER_REDIS_URL=module_redis_url,
-        STASH_TRAINER_DATABASE_URL=module_postgres_url,
-        STASH_TRAINER_REDIS_URL=module_redis_url,
+        **cluster_env(module_postgres_url, module_redis_url),
         STASH_GATEWAY_MAX_BODY_BYTES=str(BODY_LIMIT),
     ) as running:
         yield running

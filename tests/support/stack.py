@@ -55,6 +55,16 @@ def read_until(process: subprocess.Popen[str], marker: str, timeout_s: float = 9
     raise AssertionError(f"{marker!r} never printed; output so far:\n{''.join(seen)}")
 
 
+def cluster_env(postgres_url: str, redis_url: str) -> dict[str, str]:
+    """The cluster profile with every service's PostgreSQL and Redis settings (one database for all)."""
+    env = {"STASH_PROFILE": "cluster"}
+    for service in ("gateway", "ingest", "labeler", "trainer"):
+        env[f"STASH_{service.upper()}_DATABASE_URL"] = postgres_url
+    for service in ("labeler", "trainer"):
+        env[f"STASH_{service.upper()}_REDIS_URL"] = redis_url
+    return env
+
+
 @contextmanager
 def running_stack(data_dir: Path, **env: str) -> Iterator[RunningStack]:
     """`stash-rm up` until the gateway URL is printed; Ctrl-C afterwards."""

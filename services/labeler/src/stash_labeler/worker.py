@@ -8,11 +8,8 @@ an evaluation, and it puts evaluations left running by a crashed worker back in 
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from time import monotonic
 from typing import Any
 
 import grpc
@@ -20,8 +17,9 @@ import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash.rm.v1 import ingest_pb2
-from stash_common.coordination import Subscription, Wakeups
+from stash_common.coordination import Wakeups
 from stash_common.db import transaction, utc_now
+from stash_common.queue_loop import QueueLoop
 from stash_labeler import store
 from stash_labeler.evaluate import Evaluation, Grader, KeptLabel, evaluate
 from stash_labeler.labeling import ChunkLabel, Labeler, LabelingError
@@ -66,49 +64,22 @@ class EvaluationWorker:
         self.wakeups = wakeups
         self.config = config
         self.process_model = process_model or ProcessModel()
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="evaluation-worker", daemon=True)
+        self._loop = QueueLoop(
+            "evaluation-worker", wakeups, WAKEUP_TOPIC, self.drain, self.sweep, config.sweep_interval_s
+        )
+        self._stopping = self._loop.stopping
 
     def start(self) -> None:
-        """Start working in the background."""
-        self._thread.start()
+        """Work in the background."""
+        self._loop.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Finish the evaluation in hand and stop."""
-        self._stopping.set()
-        if self._thread.is_alive():
-            self.wake()
-            self._thread.join(timeout_s)
+        self._loop.stop(timeout_s)
 
     def wake(self) -> None:
-        """Tell every worker that something was queued."""
-        self.wakeups.notify(WAKEUP_TOPIC, "queued")
-
-    def _run(self) -> None:
-        subscription = self.wakeups.subscribe(WAKEUP_TOPIC)
-        next_sweep = 0.0
-        try:
-            while not self._stopping.is_set():
-                if monotonic() >= next_sweep:
-                    self._guarded(self.sweep)
-                    next_sweep = monotonic() + self.config.sweep_interval_s
-                self._guarded(self.drain)
-                self._wait(subscription, min(self.config.sweep_interval_s, max(0.0, next_sweep - monotonic())))
-        finally:
-            subscription.close()
-
-    def _wait(self, subscription: Subscription, timeout_s: float) -> None:
-        try:
-            subscription.wait(timeout_s)
-        except Exception:  # Redis away: fall back to polling until it answers again
-            log.exception("wake-ups unavailable; polling")
-            self._stopping.wait(min(timeout_s, 1.0))
-
-    def _guarded(self, work: Callable[[], object]) -> None:
-        try:
-            work()
-        except Exception:  # the loop must survive a database or peer outage; the sweep retries
-            log.exception("labeler worker pass failed")
+        """Tell every replica that an evaluation was queued."""
+        self._loop.wake()
 
     def drain(self) -> int:
         """Evaluate queued revisions until none is left; returns how many were evaluated."""

@@ -15,7 +15,6 @@ import shutil
 import tarfile
 import tempfile
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -28,9 +27,10 @@ import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash.rm.v1 import ingest_pb2, labeler_pb2
-from stash_common.coordination import Subscription, Wakeups
+from stash_common.coordination import Wakeups
 from stash_common.db import transaction, utc_now
 from stash_common.errors import StashError
+from stash_common.queue_loop import QueueLoop
 from stash_common.storage import ObjectStore
 from stash_trainer import store
 from stash_trainer.launcher import Launcher, RunningJob
@@ -85,53 +85,26 @@ class Dispatcher:
         self.wakeups = wakeups
         self.settings = settings
         self.extractor = extractor
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="training-dispatcher", daemon=True)
         self._running: dict[str, tuple[str, RunningJob]] = {}  # model id → (job id, worker)
+        self._loop = QueueLoop(
+            "training-dispatcher", wakeups, WAKEUP_TOPIC, self.drain, self.sweep, settings.sweep_interval_s
+        )
+        self._stopping = self._loop.stopping
 
     def start(self) -> None:
         """Work in the background."""
-        self._thread.start()
+        self._loop.start()
+
+    def wake(self) -> None:
+        """Tell every replica that a model was queued."""
+        self._loop.wake()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop claiming, and stop this process's workers: their models fail with a reason to retry."""
-        self._stopping.set()
-        if self._thread.is_alive():
-            self.wake()
-            self._thread.join(timeout_s)
+        self._loop.stop(timeout_s)
         for model_id, (job_id, running) in list(self._running.items()):
             running.kill()
             self._fail(model_id, job_id, "the trainer stopped while this model was training; retry")
-
-    def wake(self) -> None:
-        """Tell every dispatcher that a model was queued."""
-        self.wakeups.notify(WAKEUP_TOPIC, "queued")
-
-    def _run(self) -> None:
-        subscription = self.wakeups.subscribe(WAKEUP_TOPIC)
-        next_sweep = 0.0
-        try:
-            while not self._stopping.is_set():
-                if monotonic() >= next_sweep:
-                    self._guarded(self.sweep)
-                    next_sweep = monotonic() + self.settings.sweep_interval_s
-                self._guarded(self.drain)
-                self._wait(subscription, max(0.0, min(self.settings.sweep_interval_s, next_sweep - monotonic())))
-        finally:
-            subscription.close()
-
-    def _wait(self, subscription: Subscription, timeout_s: float) -> None:
-        try:
-            subscription.wait(timeout_s)
-        except Exception:  # Redis away: poll until it answers again
-            log.exception("wake-ups unavailable; polling")
-            self._stopping.wait(min(timeout_s, 1.0))
-
-    def _guarded(self, work: Callable[[], object]) -> None:
-        try:
-            work()
-        except Exception:  # the loop must outlive a database or peer outage; the sweep recovers
-            log.exception("training dispatcher pass failed")
 
     def sweep(self) -> list[str]:
         """Fail interrupted submissions and overdue jobs."""
@@ -213,7 +186,7 @@ class Dispatcher:
         """Record progress until the worker ends, then record its result."""
         deadline = monotonic() + self.settings.job_timeout.total_seconds()
         while (code := running.wait(POLL_S)) is None and monotonic() < deadline and not self._stopping.is_set():
-            self._guarded(lambda: self._record_progress(model_id, job_id, running.job_dir))
+            self._record_progress(model_id, job_id, running.job_dir)
         if code is None:
             if not self._stopping.is_set():
                 running.kill()  # overdue: the sweep fails the model
@@ -227,15 +200,14 @@ class Dispatcher:
 
     def _record_progress(self, model_id: str, job_id: str, job_dir: Path) -> None:
         path = job_dir / PROGRESS_FILE
-        if not path.is_file():
-            return
         try:
-            progress = orjson.loads(path.read_bytes())
-        except orjson.JSONDecodeError:
-            return  # caught mid-write; the next poll reads it
-        with transaction(self.sessions) as session:
-            row = store.running_job(session, model_id, job_id)
-            row.progress = {**row.progress, **progress}
+            progress = orjson.loads(path.read_bytes()) if path.is_file() else None
+            if progress:
+                with transaction(self.sessions) as session:
+                    row = store.running_job(session, model_id, job_id)
+                    row.progress = {**row.progress, **progress}
+        except Exception:  # progress is informative: a failed update must not stop the watch
+            log.warning("training progress not recorded", reward_model_id=model_id, exc_info=True)
 
     def finish(self, model_id: str, job_id: str, job_dir: Path) -> None:
         """Upload the checkpoint and record the metrics, or the worker's error."""
