@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from stash_labeler.chunks import Chunk, cut_chunks
-from stash_labeler.credit import CREDIT_METHOD
+from stash_labeler.credit import CREDIT_METHOD, expected_credit
 from stash_labeler.labeling import ChunkLabel, Labeler, LabelingError
 from stash_labeler.labels import LabelSource, StepLabel
 from stash_labeler.scoring import ChunkScore, Scores, open_chunks, score
@@ -161,6 +161,7 @@ def _steps(chunks: Sequence[Chunk], labels: Mapping[str, KeptLabel], scores: Sco
 
 
 def _reward(chunk: ChunkScore) -> dict[str, Any]:
+    distribution = chunk.credit_distribution
     return {
         "reward": {
             "points": round(chunk.points, 6),
@@ -168,9 +169,9 @@ def _reward(chunk: ChunkScore) -> dict[str, Any]:
             "credit": round(chunk.credit, 6),
             "terms": [{"reason": term.reason, "points": round(term.points, 6)} for term in chunk.terms],
         },
-        "expected_credit": chunk.expected_credit,
+        "expected_credit": expected_credit(distribution),
         "ordinal_credit": chunk.ordinal_credit,
-        "credit_distribution": chunk.credit_distribution,
+        "credit_distribution": distribution,
         "credit_method": CREDIT_METHOD,
     }
 

@@ -91,6 +91,7 @@ class RuleLabeler:
 def label_chunks(chunks: Sequence[Chunk]) -> list[StepLabel]:
     """Labels of every chunk, in order; each request starts the next task (agent work before it joins t0)."""
     labels: list[StepLabel] = []
+    first_calls: dict[bytes, str] = {}  # call signature → the first chunk that made that call
     tasks_started = 0
     for position, chunk in enumerate(chunks):
         if chunk.kind == "user":
@@ -98,7 +99,9 @@ def label_chunks(chunks: Sequence[Chunk]) -> list[StepLabel]:
             tasks_started += intent == "request"
             label = _user_label(chunk, labels, intent, _task(tasks_started))
         else:
-            label = _agent_label(chunk, chunks, position, _task(tasks_started))
+            label = _agent_label(chunk, chunks, position, _task(tasks_started), first_calls)
+        if chunk.kind == "tool_call" and chunk.action.role == "assistant":
+            first_calls.setdefault(_call_signature(chunk), chunk.chunk_id)
         labels.append(label)
     return labels
 
@@ -154,9 +157,11 @@ def _user_intent(text: str, earlier: Sequence[StepLabel]) -> str:
     return "follow_up" if FOLLOW_UP.match(text) else "request"
 
 
-def _agent_label(chunk: Chunk, chunks: Sequence[Chunk], position: int, task_id: str) -> StepLabel:
+def _agent_label(
+    chunk: Chunk, chunks: Sequence[Chunk], position: int, task_id: str, first_calls: Mapping[bytes, str]
+) -> StepLabel:
     if chunk.kind == "tool_call":
-        return _tool_label(chunk, chunks[:position], task_id)
+        return _tool_label(chunk, first_calls, task_id)
     text = chunk.action.content
     ends_turn = all(later.kind != "tool_call" for later in _rest_of_turn(chunks, position))
     if not ends_turn:
@@ -210,7 +215,7 @@ def _agent_message(
     )
 
 
-def _tool_label(chunk: Chunk, earlier: Sequence[Chunk], task_id: str) -> StepLabel:
+def _tool_label(chunk: Chunk, first_calls: Mapping[bytes, str], task_id: str) -> StepLabel:
     call = chunk.action
     writes = _writes(call.tool_name or "", call.tool_input or {})
     result, evidence = _result(chunk)
@@ -221,7 +226,7 @@ def _tool_label(chunk: Chunk, earlier: Sequence[Chunk], task_id: str) -> StepLab
         type="change" if writes else "lookup",
         effect="write" if writes else "read",
         result=result,
-        duplicate_of=_duplicate_of(chunk, earlier),
+        duplicate_of=first_calls.get(_call_signature(chunk)) if chunk.action.role == "assistant" else None,
         is_output=False,
         outcome="none",
         stance="none",
@@ -278,16 +283,6 @@ def _result(chunk: Chunk) -> tuple[str, str | None]:
     if not_found:
         return "not_found", _excerpt(not_found.group(0))
     return "ok", None
-
-
-def _duplicate_of(chunk: Chunk, earlier: Sequence[Chunk]) -> str | None:
-    call = chunk.action
-    if call.role != "assistant":
-        return None
-    key = _call_signature(chunk)
-    return next(
-        (other.chunk_id for other in earlier if other.kind == "tool_call" and _call_signature(other) == key), None
-    )
 
 
 def _call_signature(chunk: Chunk) -> bytes:
