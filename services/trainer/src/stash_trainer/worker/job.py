@@ -1,8 +1,8 @@
 """The job directory contract between the trainer service and this worker (the spec's file formats).
 
 `job.json`, `pairs.jsonl`, `score_items.jsonl` and `action_score_items.jsonl` are read and validated
-here; `result.json`, `scores.jsonl`, `action_scores.jsonl` and the reward statistics are written
-here. Validation errors name the file, the line and the field.
+here; `progress.json`, `result.json`, `scores.jsonl`, `action_scores.jsonl` and the reward statistics
+are written here. Validation errors name the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ PAIRS_FILE = "pairs.jsonl"
 SCORE_ITEMS_FILE = "score_items.jsonl"
 ACTION_SCORE_ITEMS_FILE = "action_score_items.jsonl"
 RESULT_FILE = "result.json"
+PROGRESS_FILE = "progress.json"
 SCORES_FILE = "scores.jsonl"
 ACTION_SCORES_FILE = "action_scores.jsonl"
 MODEL_DIR = "model"
@@ -172,6 +173,14 @@ def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
 def write_stats(path: Path, stats: RewardStats) -> None:
     """Save reward statistics as `{"mean", "std"}` next to the checkpoint."""
     write_json(path, {"mean": stats.mean, "std": stats.std})
+
+
+def write_progress(job_dir: Path, step: int, total_steps: int, loss: float | None) -> None:
+    """Write `progress.json`: `{"step", "total_steps", "loss"}` after an optimizer step (the trainer polls it).
+
+    `loss` is None when the step's loss was not finite (JSON has no NaN).
+    """
+    write_json(job_dir / PROGRESS_FILE, {"step": step, "total_steps": total_steps, "loss": loss})
 
 
 def write_result(job_dir: Path, metrics: Mapping[str, Any]) -> None:

@@ -1,0 +1,229 @@
+"""Whole training jobs through the job directory: outputs, metrics, failures and the command line."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from stash_trainer.worker import training
+from stash_trainer.worker.__main__ import main
+from stash_trainer.worker.models import packaged_model_dir
+from stash_trainer.worker.pairs import Pair
+from stash_trainer.worker.runner import run_job
+
+PACKAGED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+METRICS = {
+    "train_pairs",
+    "eval_pairs",
+    "eval_accuracy",
+    "eval_split",
+    "excluded_cross_trace_pairs",
+    "action_scoring_version",
+    "action_train_pairs",
+    "action_eval_pairs",
+    "action_eval_accuracy",
+    "tool_eval_pairs",
+    "tool_eval_accuracy",
+    "final_loss",
+    "epochs",
+    "device",
+    "seconds",
+}
+
+
+def _read_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _mixed_pairs(make: Callable[[int, str, int], list[Pair]]) -> list[Pair]:
+    """24 pairs over 12 traces: trace-level, response and tool-call comparisons, and one crossing pair."""
+    kinds = [("trace", None), ("action", "response"), ("action", "tool_call")]
+    pairs = [
+        Pair(p.chosen, p.rejected, (f"trace-{n % 12}",), *kinds[n % 3]) for n, p in enumerate(make(23, "train", 0))
+    ]
+    return [*pairs, Pair(pairs[0].chosen, pairs[0].rejected, ("trace-0", "trace-1", "trace-2"), "trace")]
+
+
+def test_training_job_writes_checkpoint_stats_scores_and_consistent_metrics(
+    job_dir: Callable[..., Path], constraint_pairs: Callable[[int, str, int], list[Pair]]
+) -> None:
+    pairs = _mixed_pairs(constraint_pairs)
+    directory = job_dir(
+        {"base_model": PACKAGED_MODEL, "epochs": 1, "max_length": 64, "batch_size": 4, "seed": 3},
+        pairs,
+        score_items=[{"trace_id": "trace-1", "text": pairs[1].chosen}, {"trace_id": "trace-2", "text": "hi"}],
+        action_score_items=[{"trace_id": "trace-1", "step_id": f"s{n}", "text": pairs[n].chosen} for n in range(4)],
+    )
+    progress: list[tuple[int, int, float]] = []
+
+    assert run_job(directory, lambda *step: progress.append(step)) == 0
+
+    metrics = json.loads((directory / "result.json").read_text())["metrics"]
+    assert set(metrics) == METRICS
+    assert metrics["train_pairs"] + metrics["eval_pairs"] + metrics["excluded_cross_trace_pairs"] == 24
+    assert metrics["eval_pairs"] > 0 and 0 <= metrics["eval_accuracy"] <= 1
+    assert metrics["action_eval_pairs"] <= metrics["eval_pairs"]
+    assert metrics["tool_eval_pairs"] <= metrics["action_eval_pairs"]
+    assert (metrics["eval_split"], metrics["action_scoring_version"], metrics["epochs"]) == ("trace", 1, 1)
+    assert metrics["action_train_pairs"] == sum(p.is_action for p in pairs) - metrics["action_eval_pairs"]
+    assert math.isfinite(metrics["final_loss"]) and metrics["device"] == "cpu" and metrics["seconds"] > 0
+    steps = math.ceil(metrics["train_pairs"] / 4)
+    assert [step[:2] for step in progress] == [(step, steps) for step in range(1, steps + 1)]
+    assert json.loads((directory / "progress.json").read_text()) == {
+        "step": steps,
+        "total_steps": steps,
+        "loss": progress[-1][2],
+    }
+    _assert_checkpoint_trained(directory / "model")
+    _assert_scores_written(directory)
+
+
+def _assert_checkpoint_trained(model_dir: Path) -> None:
+    saved, base = load_file(model_dir / "model.safetensors"), load_file(packaged_model_dir() / "model.safetensors")
+    name = "encoder.layer.0.attention.self.query.weight"
+    assert not torch.equal(saved[f"bert.{name}"], base[name])
+    assert json.loads((model_dir / "config.json").read_text())["pad_token_id"] == 0
+    tokenizer_config = json.loads((model_dir / "tokenizer_config.json").read_text())
+    assert (tokenizer_config["truncation_side"], tokenizer_config["model_max_length"]) == ("left", 64)
+    for stats_file in ("reward_stats.json", "action_reward_stats.json"):
+        stats = json.loads((model_dir / stats_file).read_text())
+        assert math.isfinite(stats["mean"]) and stats["std"] > 0
+
+
+def _assert_scores_written(directory: Path) -> None:
+    scores = _read_lines(directory / "scores.jsonl")
+    assert [row["trace_id"] for row in scores] == ["trace-1", "trace-2"]
+    assert all(math.isfinite(row["score"]) for row in scores)
+    stats = json.loads((directory / "model" / "action_reward_stats.json").read_text())
+    actions = _read_lines(directory / "action_scores.jsonl")
+    assert [row["step_id"] for row in actions] == ["s0", "s1", "s2", "s3"]
+    for row in actions:
+        assert -1 <= row["credit"] <= 1
+        assert row["credit"] == pytest.approx(math.tanh((row["score"] - stats["mean"]) / (2 * stats["std"])))
+
+
+def test_decoder_job_on_one_trace_trains_on_everything_without_evaluation(
+    job_dir: Callable[..., Path], constraint_pairs: Callable[[int, str, int], list[Pair]], tiny_decoder: Path
+) -> None:
+    pairs = [Pair(p.chosen, p.rejected, ("only",)) for p in constraint_pairs(6, "train", 0)]
+    directory = job_dir(
+        {"base_model": str(tiny_decoder), "epochs": 2, "max_length": 32},
+        pairs,
+        score_items=[{"trace_id": "only", "text": pairs[0].chosen}],
+        action_score_items=[{"trace_id": "only", "step_id": "s1", "text": pairs[0].chosen}],
+    )
+
+    assert run_job(directory) == 0
+
+    metrics = json.loads((directory / "result.json").read_text())["metrics"]
+    assert (metrics["train_pairs"], metrics["eval_pairs"], metrics["eval_accuracy"]) == (6, 0, None)
+    assert (metrics["action_scoring_version"], metrics["action_train_pairs"], metrics["tool_eval_accuracy"]) == (
+        None,
+        0,
+        None,
+    )
+    config = json.loads((directory / "model" / "config.json").read_text())
+    assert config["pad_token_id"] == config["eos_token_id"]
+    assert len(_read_lines(directory / "scores.jsonl")) == 1
+    assert not (directory / "model" / "action_reward_stats.json").exists()
+    assert not (directory / "action_scores.jsonl").exists()
+
+
+def test_a_diverged_run_fails_with_advice(
+    job_dir: Callable[..., Path],
+    constraint_pairs: Callable[[int, str, int], list[Pair]],
+    tiny_decoder: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(training, "train_reward_model", lambda *args: training.TrainOutcome(1, math.nan))
+    directory = job_dir({"base_model": str(tiny_decoder), "epochs": 1}, constraint_pairs(4, "train", 0))
+
+    assert run_job(directory) == 1
+
+    error = json.loads((directory / "result.json").read_text())["error"]
+    assert error == "training diverged: the training loss contains NaN or infinity; lower learning_rate and retry"
+
+
+@pytest.fixture
+def no_model_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every attempt to load a tokenizer or a model."""
+    loads: list[str] = []
+    for cls in (AutoModelForSequenceClassification, AutoTokenizer):
+        monkeypatch.setattr(cls, "from_pretrained", lambda *a, _name=cls.__name__, **k: loads.append(_name))
+    return loads
+
+
+def test_fewer_than_two_pairs_fail_before_any_model_loads(
+    job_dir: Callable[..., Path], constraint_pairs: Callable[[int, str, int], list[Pair]], no_model_loads: list[str]
+) -> None:
+    directory = job_dir({"base_model": PACKAGED_MODEL, "epochs": 1}, constraint_pairs(1, "train", 0))
+
+    assert run_job(directory) == 1
+
+    error = json.loads((directory / "result.json").read_text())["error"]
+    assert "1 preference pair(s) but training needs at least 2" in error
+    assert no_model_loads == []
+    assert "needs at least 2" in (directory / "worker.log").read_text()
+
+
+@pytest.mark.parametrize(
+    ("job", "message"),
+    [
+        ({"base_model": PACKAGED_MODEL, "epochs": 0}, "job.json: epochs: Input should be greater than or equal to 1"),
+        ({"base_model": "acme/not-downloaded", "epochs": 1}, "base_model: 'acme/not-downloaded' is neither"),
+    ],
+)
+def test_invalid_jobs_fail_with_the_reason_before_any_model_loads(
+    job_dir: Callable[..., Path],
+    constraint_pairs: Callable[[int, str, int], list[Pair]],
+    no_model_loads: list[str],
+    job: dict[str, Any],
+    message: str,
+) -> None:
+    directory = job_dir(job, constraint_pairs(4, "train", 0))
+
+    assert run_job(directory) == 1
+
+    assert message in json.loads((directory / "result.json").read_text())["error"]
+    assert no_model_loads == []
+
+
+def test_command_line_exits_non_zero_and_writes_the_error(
+    job_dir: Callable[..., Path], constraint_pairs: Callable[[int, str, int], list[Pair]]
+) -> None:
+    directory = job_dir({"base_model": PACKAGED_MODEL, "epochs": 1}, [])
+
+    done = subprocess.run([sys.executable, "-m", "stash_trainer.worker", str(directory)], capture_output=True)
+
+    assert done.returncode == 1
+    assert "0 preference pair(s)" in json.loads((directory / "result.json").read_text())["error"]
+
+
+def test_command_line_runs_offline(
+    job_dir: Callable[..., Path],
+    constraint_pairs: Callable[[int, str, int], list[Pair]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
+    assert main([str(job_dir({"base_model": PACKAGED_MODEL, "epochs": 1}, constraint_pairs(1, "train", 0)))]) == 1
+
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+def test_command_line_needs_one_existing_job_directory(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "stash_trainer.worker", str(tmp_path / "absent")], capture_output=True, text=True
+    )
+
+    assert done.returncode == 2
+    assert "usage: python -m stash_trainer.worker <job_dir>" in done.stderr
