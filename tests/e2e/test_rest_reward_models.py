@@ -131,7 +131,9 @@ def test_a_model_trains_on_explicit_ratings(trained: dict[str, Any]) -> None:
     assert metrics["final_loss"] > 0 and metrics["seconds"] > 0
     assert metrics["action_scoring_version"] == 1
     assert trained["feedback"] is None  # no provider configured: no extraction was recorded
-    assert trained["progress"]["stage"] == "done"
+    progress = trained["progress"]
+    assert progress["stage"] == "done"
+    assert progress["step"] == progress["total_steps"] > 0 and progress["loss"] > 0
 
 
 def test_the_checkpoint_is_in_s3_and_the_signed_url_downloads_it(

@@ -42,7 +42,6 @@ from stash_trainer.worker import job as contract
 
 log = structlog.get_logger()
 WAKEUP_TOPIC = "trainer.models"
-PROGRESS_FILE = "progress.json"
 POLL_S = 1.0
 
 
@@ -192,6 +191,7 @@ class Dispatcher:
                 running.kill()  # overdue: the sweep fails the model
             return
         self._running.pop(model_id, None)
+        self._record_progress(model_id, job_id, running.job_dir)
         try:
             self.finish(model_id, job_id, running.job_dir)
         except Exception as error:  # the model must not stay running because recording failed
@@ -199,7 +199,7 @@ class Dispatcher:
             self._fail(model_id, job_id, f"recording the result failed: {type(error).__name__}: {error}")
 
     def _record_progress(self, model_id: str, job_id: str, job_dir: Path) -> None:
-        path = job_dir / PROGRESS_FILE
+        path = job_dir / contract.PROGRESS_FILE
         try:
             progress = orjson.loads(path.read_bytes()) if path.is_file() else None
             if progress:
