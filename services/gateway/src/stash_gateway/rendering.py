@@ -4,29 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
 from google.protobuf.message import Message
 
+from stash_common.messages import json_of
+
 _ROLE_NAMES = {1: "system", 2: "user", 3: "assistant", 4: "tool"}
-_EXACT_FLOAT_INT = 2**53
-
-
-def plain(value: Any) -> Any:
-    """JSON from a Struct/Value; integral numbers come back as ints (protobuf stores every number as a double)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < _EXACT_FLOAT_INT:
-        return int(value)
-    if isinstance(value, dict):
-        return {key: plain(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [plain(item) for item in value]
-    return value
 
 
 def struct_json(message: Message, field: str) -> Any:
     """A Struct or Value field as plain JSON, or None when it is not set."""
     if not message.HasField(field):
         return None
-    return plain(json_format.MessageToDict(getattr(message, field)))
+    return json_of(getattr(message, field))
 
 
 def timestamp_json(message: Message, field: str) -> str | None:
@@ -117,10 +106,3 @@ def trace_detail_json(response: Any) -> dict[str, Any]:
         "spans": [span_json(span) for span in trace.spans],
         "annotations": [annotation_json(annotation) for annotation in response.annotations],
     }
-
-
-def struct_of(value: dict[str, Any]) -> struct_pb2.Struct:
-    """A JSON object as a Struct."""
-    message = struct_pb2.Struct()
-    message.update(value)
-    return message

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import json_format
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash.rm.v1 import common_pb2, ingest_pb2, ingest_pb2_grpc
 from stash_common.db import transaction
 from stash_common.errors import FailedPrecondition, InvalidArgument, Unavailable
+from stash_common.messages import struct_of, timestamp_of
 from stash_ingest import exports, store
 from stash_ingest.adapters.registry import ADAPTERS
 from stash_ingest.annotations import (
@@ -120,7 +121,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                     owner_id=item.owner_id,
                     trace_id=item.trace_id,
                     revision=item.revision,
-                    updated_at=_timestamp(item.updated_at),
+                    updated_at=timestamp_of(item.updated_at),
                 )
                 for item in revisions
             ],
@@ -279,18 +280,6 @@ def _source(owner_id: str, source_id: str, name: str, count: int) -> Any:
     return ingest_pb2.TraceSource(source_id=source_id, name=name, owner_id=owner_id, trace_count=count)
 
 
-def _struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
-    message = struct_pb2.Struct()
-    message.update(value)
-    return message
-
-
-def _timestamp(value: Any) -> timestamp_pb2.Timestamp:
-    message = timestamp_pb2.Timestamp()
-    message.FromDatetime(value)
-    return message
-
-
 def summary_to_proto(summary: TraceSummary) -> Any:
     """A trace list row as its message."""
     return common_pb2.TraceSummary(
@@ -303,8 +292,8 @@ def summary_to_proto(summary: TraceSummary) -> Any:
         negative_count=summary.negative_count,
         comment_count=summary.comment_count,
         label_error_count=summary.label_error_count,
-        created_at=_timestamp(summary.created_at),
-        updated_at=_timestamp(summary.updated_at),
+        created_at=timestamp_of(summary.created_at),
+        updated_at=timestamp_of(summary.updated_at),
         source_id=summary.source_id,
         source_name=summary.source_name,
         source_owner_id=summary.owner_id,
@@ -321,9 +310,9 @@ def step_to_proto(stored: StoredStep) -> Any:
         role=_ROLES[step.role],
         content=step.content,
         tool_name=step.tool_name,
-        tool_input=_struct(step.tool_input) if step.tool_input is not None else None,
+        tool_input=struct_of(step.tool_input),
         tool_call_id=step.tool_call_id,
-        metadata=_struct(step.metadata),
+        metadata=struct_of(step.metadata),
     )
 
 
@@ -354,11 +343,11 @@ def trace_to_proto(trace: StoredTrace) -> Any:
         title=summary.title,
         source_format=summary.source_format,
         source_id=summary.source_id,
-        metadata=_struct(trace.metadata),
+        metadata=struct_of(trace.metadata),
         steps=[step_to_proto(step) for step in trace.steps],
         spans=[span_to_proto(span) for span in trace.spans],
-        created_at=_timestamp(summary.created_at),
-        updated_at=_timestamp(summary.updated_at),
+        created_at=timestamp_of(summary.created_at),
+        updated_at=timestamp_of(summary.updated_at),
         revision=summary.revision,
     )
 
@@ -377,5 +366,5 @@ def annotation_to_proto(annotation: Annotation) -> Any:
         label_error_note=annotation.label_error_note,
         author_id=annotation.author_id,
         author_name=annotation.author_name,
-        created_at=_timestamp(annotation.created_at),
+        created_at=timestamp_of(annotation.created_at),
     )

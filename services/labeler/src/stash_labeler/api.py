@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 import grpc
 import structlog
-from google.protobuf import struct_pb2, timestamp_pb2
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2, labeler_pb2_grpc
 from stash_common.db import transaction, utc_now
 from stash_common.errors import InvalidArgument, NotFound
+from stash_common.messages import struct_of, timestamp_of
 from stash_labeler import store
 from stash_labeler.prm import PATTERN_NAMES, CourseCorrection, Pattern, TrajectoryEvent
 from stash_labeler.process import latest_correction, record_events
@@ -190,7 +190,7 @@ def _correction(correction: CourseCorrection) -> Any:
         suggestion=correction.suggestion,
         prompt_block=correction.prompt_block,
         fingerprint=correction.fingerprint,
-        created_at=_timestamp(correction.created_at),
+        created_at=timestamp_of(correction.created_at),
     )
 
 
@@ -232,12 +232,6 @@ def _finding_row(row: store.ProcessFindingRow) -> Any:
     )
 
 
-def _timestamp(moment: datetime) -> timestamp_pb2.Timestamp:
-    message = timestamp_pb2.Timestamp()
-    message.FromDatetime(moment)
-    return message
-
-
 def _summary(row: store.EvaluationRow) -> Any:
     return labeler_pb2.EvaluationSummary(
         trace_id=row.trace_id,
@@ -260,7 +254,7 @@ def evaluation_to_proto(row: store.EvaluationRow) -> Any:
         task_scores=[labeler_pb2.TaskScore(**task) for task in body["tasks"]],
         trace_score=row.trace_score,
         outcome=_OUTCOMES.get(row.outcome or "", common_pb2.OUTCOME_UNSPECIFIED),
-        created_at=_timestamp(row.finished_at or row.created_at),
+        created_at=timestamp_of(row.finished_at or row.created_at),
         labeler=row.labeler or "",
         process_patterns=[
             _finding_json(row.trace_id, row.revision, finding) for finding in body.get("process_patterns", [])
@@ -290,11 +284,5 @@ def _step(step: Mapping[str, Any]) -> Any:
                 terms=[labeler_pb2.RewardTerm(**term) for term in reward["terms"]],
             )
         )
-        message.credit_distribution.CopyFrom(_struct(step.get("credit_distribution") or {}))
-    return message
-
-
-def _struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
-    message = struct_pb2.Struct()
-    message.update(value)
+        message.credit_distribution.CopyFrom(struct_of(step.get("credit_distribution") or {}))
     return message

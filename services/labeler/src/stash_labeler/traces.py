@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from google.protobuf import json_format
-
 from stash.rm.v1 import common_pb2
+from stash_common.messages import json_of
 
 Role = Literal["system", "user", "assistant", "tool"]
 _ROLES: dict[int, Role] = {
@@ -58,9 +57,9 @@ def step_from_proto(message: Any) -> TraceStep:
         role=_ROLES[message.role],
         content=message.content,
         tool_name=message.tool_name if message.HasField("tool_name") else None,
-        tool_input=json_format.MessageToDict(message.tool_input) if message.HasField("tool_input") else None,
+        tool_input=json_of(message.tool_input) if message.HasField("tool_input") else None,
         tool_call_id=message.tool_call_id if message.HasField("tool_call_id") else None,
-        metadata=json_format.MessageToDict(message.metadata),
+        metadata=json_of(message.metadata),
     )
 
 
@@ -72,6 +71,6 @@ def trace_from_proto(owner_id: str, message: Any) -> LabelerTrace:
         revision=message.revision,
         source_format=message.source_format,
         steps=tuple(step_from_proto(step) for step in message.steps),
-        metadata=json_format.MessageToDict(message.metadata),
+        metadata=json_of(message.metadata),
         external_id=message.external_id if message.HasField("external_id") else None,
     )

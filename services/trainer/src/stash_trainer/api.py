@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import grpc
 import orjson
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash.rm.v1 import common_pb2, ingest_pb2, trainer_pb2, trainer_pb2_grpc
 from stash_common.db import transaction, utc_now
 from stash_common.errors import InvalidArgument, NotFound
+from stash_common.messages import json_of, struct_of, timestamp_of
 from stash_common.storage import ObjectStore
 from stash_trainer import store
 from stash_trainer.jobs import Dispatcher
@@ -77,7 +77,7 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
         max_pairs = request.max_pairs if request.HasField("max_pairs") else DEFAULT_MAX_PAIRS
         if not MIN_PAIRS <= max_pairs <= MAX_PAIRS_LIMIT:
             raise InvalidArgument("max_pairs", f"must be {MIN_PAIRS} to {MAX_PAIRS_LIMIT}")
-        config = _plain(request.training_config) if request.HasField("training_config") else {}
+        config = json_of(request.training_config) if request.HasField("training_config") else {}
         parse_training_config(config or None)
         self._check_owned(owner_id, trace_ids)
         base_model = request.base_model.strip() if request.HasField("base_model") else self.default_base_model
@@ -134,7 +134,7 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
             raise NotFound(f"reward model {request.reward_model_id} has no weights yet (it is {row.status})")
         expires_at = utc_now() + WEIGHTS_URL_TTL
         url = self.objects.presign(key, int(WEIGHTS_URL_TTL.total_seconds()))
-        return trainer_pb2.GetWeightsUrlResponse(url=url, expires_at=_timestamp(expires_at))
+        return trainer_pb2.GetWeightsUrlResponse(url=url, expires_at=timestamp_of(expires_at))
 
     def ExportPairs(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         """The owner's recorded training pairs as JSONL (`{chosen, rejected, trace_ids, granularity, action_type}`)."""
@@ -158,7 +158,7 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
         """Merge a remote worker's progress into its running model; a superseded launch is refused."""
         with transaction(self.sessions) as session:
             row = _reporting_job(session, request)
-            row.progress = {**row.progress, **_plain(request.progress)}
+            row.progress = {**row.progress, **json_of(request.progress)}
         return trainer_pb2.ReportJobProgressResponse()
 
     def CompleteJob(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -171,7 +171,7 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
         with transaction(self.sessions) as session:
             row = _reporting_job(session, request)
             if request.status == common_pb2.JOB_STATUS_SUCCEEDED:
-                row.metrics, row.artifact_key = _plain(request.metrics), request.artifact_key
+                row.metrics, row.artifact_key = json_of(request.metrics), request.artifact_key
                 store.finish(row, store.SUCCEEDED)
             else:
                 store.finish(row, store.FAILED, request.error or "the training job failed")
@@ -208,28 +208,6 @@ def _reporting_job(session: Session, request: Any) -> store.RewardModelRow:
     return row
 
 
-def _plain(struct: struct_pb2.Struct) -> dict[str, Any]:
-    """A Struct as JSON, whole numbers back as ints (protobuf keeps every number as a double)."""
-    value = json_format.MessageToDict(struct)
-    return {key: int(item) if isinstance(item, float) and item.is_integer() else item for key, item in value.items()}
-
-
-def _timestamp(moment: datetime | None) -> timestamp_pb2.Timestamp | None:
-    if moment is None:
-        return None
-    message = timestamp_pb2.Timestamp()
-    message.FromDatetime(moment)
-    return message
-
-
-def _struct(value: Mapping[str, Any] | None) -> struct_pb2.Struct | None:
-    if value is None:
-        return None
-    message = struct_pb2.Struct()
-    message.update(value)
-    return message
-
-
 def model_to_proto(row: store.RewardModelRow) -> Any:
     """A reward model row as its message."""
     return trainer_pb2.RewardModel(
@@ -242,13 +220,13 @@ def model_to_proto(row: store.RewardModelRow) -> Any:
         trace_count=len(row.trace_ids),
         status=_STATUSES[row.status],
         num_pairs=row.num_pairs,
-        metrics=_struct(row.metrics),
+        metrics=struct_of(row.metrics),
         error=row.error,
-        created_at=_timestamp(row.created_at),
-        started_at=_timestamp(row.started_at),
-        finished_at=_timestamp(row.finished_at),
-        training_config=_struct(row.training_config or {}),
-        progress=_struct({key: value for key, value in (row.progress or {}).items() if key != "job_dir"}),
+        created_at=timestamp_of(row.created_at),
+        started_at=timestamp_of(row.started_at),
+        finished_at=timestamp_of(row.finished_at),
+        training_config=struct_of(row.training_config or {}),
+        progress=struct_of({key: value for key, value in (row.progress or {}).items() if key != "job_dir"}),
         artifact_key=row.artifact_key,
     )
 

@@ -9,8 +9,9 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from stash.rm.v1 import trainer_pb2
+from stash_common.messages import struct_of
 from stash_gateway.auth import Reader, Writer
-from stash_gateway.rendering import optional, struct_json, struct_of, timestamp_json
+from stash_gateway.rendering import optional, struct_json, timestamp_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.routes.exports import EXPORT_DEADLINE_S, download
 
@@ -44,7 +45,7 @@ def create_reward_model(request: Request, body: RewardModelBody, principal: Writ
         base_model=body.base_model,
         epochs=body.epochs,
         max_pairs=body.max_pairs,
-        training_config=struct_of(body.training_config) if body.training_config is not None else None,
+        training_config=struct_of(body.training_config),
     )
     return model_json(request.app.state.peers.trainer.CreateRewardModel(message, timeout=60).reward_model)
 

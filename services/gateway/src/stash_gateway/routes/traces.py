@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
-from google.protobuf import timestamp_pb2
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2
 from stash_common.errors import InvalidArgument, ResourceExhausted
+from stash_common.messages import timestamp_of
 from stash_gateway.auth import Reader, Writer
 from stash_gateway.evaluations import merge_evaluation, summaries, trace_evaluations, traces_with_pattern
 from stash_gateway.rendering import summary_json, trace_detail_json
@@ -111,15 +111,9 @@ def _import_window(first: date | None, last: date | None, tz: str) -> tuple[Any,
         zone = ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
         raise InvalidArgument("tz", f"unknown time zone {tz!r}; use an IANA name such as Europe/Berlin") from None
-    after = _timestamp(datetime.combine(first, datetime.min.time(), zone)) if first else None
-    before = _timestamp(datetime.combine(last + timedelta(days=1), datetime.min.time(), zone)) if last else None
+    after = timestamp_of(datetime.combine(first, datetime.min.time(), zone)) if first else None
+    before = timestamp_of(datetime.combine(last + timedelta(days=1), datetime.min.time(), zone)) if last else None
     return after, before
-
-
-def _timestamp(moment: datetime) -> timestamp_pb2.Timestamp:
-    message = timestamp_pb2.Timestamp()
-    message.FromDatetime(moment.astimezone(UTC))
-    return message
 
 
 @router.get("/traces/{trace_id}", summary="One trace with steps, spans and annotations")

@@ -11,10 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from google.protobuf import json_format
-
 from stash.rm.v1 import common_pb2, labeler_pb2
 from stash_common.errors import InvalidArgument
+from stash_common.messages import json_of
 
 Role = Literal["system", "user", "assistant", "tool"]
 _ROLES: dict[int, Role] = {
@@ -23,7 +22,6 @@ _ROLES: dict[int, Role] = {
     common_pb2.STEP_ROLE_ASSISTANT: "assistant",
     common_pb2.STEP_ROLE_TOOL: "tool",
 }
-_EXACT_FLOAT_INT = 2**53
 
 
 @dataclass(frozen=True)
@@ -93,17 +91,6 @@ class SourceTrace:
                 )
 
 
-def plain(value: Any) -> Any:
-    """JSON read from a Struct with integral numbers as ints again (protobuf stores every number as a double)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < _EXACT_FLOAT_INT:
-        return int(value)
-    if isinstance(value, dict):
-        return {key: plain(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [plain(item) for item in value]
-    return value
-
-
 def step_from_proto(message: common_pb2.Step) -> Step:
     """A `stash.rm.v1.Step` as a Step."""
     return Step(
@@ -112,9 +99,9 @@ def step_from_proto(message: common_pb2.Step) -> Step:
         role=_ROLES[message.role],
         content=message.content,
         tool_name=message.tool_name if message.HasField("tool_name") else None,
-        tool_input=plain(json_format.MessageToDict(message.tool_input)) if message.HasField("tool_input") else None,
+        tool_input=json_of(message.tool_input) if message.HasField("tool_input") else None,
         tool_call_id=message.tool_call_id if message.HasField("tool_call_id") else None,
-        metadata=plain(json_format.MessageToDict(message.metadata)),
+        metadata=json_of(message.metadata),
     )
 
 
