@@ -28,12 +28,13 @@ sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[1] / "tes
 from fakes.llm_server import FakeLLM  # noqa: E402
 from import_throughput import make_payload  # noqa: E402
 
+from stash_common.steps import TraceStep  # noqa: E402
 from stash_ingest.adapters.stash import parse_stash  # noqa: E402
 from stash_labeler.chunks import cut_chunks  # noqa: E402
 from stash_labeler.evaluate import KeptLabel, evaluate  # noqa: E402
 from stash_labeler.llm_labeler import OpenAILabeler  # noqa: E402
 from stash_labeler.rules import RuleLabeler, label_chunks  # noqa: E402
-from stash_labeler.traces import LabelerTrace, TraceStep  # noqa: E402
+from stash_labeler.traces import LabelerTrace  # noqa: E402
 
 
 def labeler_traces(payload: bytes) -> list[LabelerTrace]:

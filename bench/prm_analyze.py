@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from stash_common.steps import TraceStep
 from stash_ingest.adapters.registry import ADAPTERS
 from stash_labeler.prm import MAX_EVENTS, TaskLog, TrajectoryEvent, events_from_steps
-from stash_labeler.traces import TraceStep
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
 START = datetime(2026, 5, 1, tzinfo=UTC)

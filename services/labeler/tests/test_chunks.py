@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from stash_common.steps import TraceStep
 from stash_labeler.chunks import Chunk, cut_chunks
-from stash_labeler.traces import LabelerTrace, TraceStep
+from stash_labeler.traces import LabelerTrace
 
 
 def _trace(*steps: TraceStep) -> LabelerTrace:

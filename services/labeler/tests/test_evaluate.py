@@ -8,12 +8,13 @@ import openai
 import pytest
 from fakes.llm_server import FakeLLM
 
+from stash_common.steps import TraceStep
 from stash_labeler.chunks import Chunk
 from stash_labeler.evaluate import evaluate
 from stash_labeler.labels import LabelSource, StepLabel
 from stash_labeler.quality import OpenAIGrader
 from stash_labeler.rules import RuleLabeler
-from stash_labeler.traces import LabelerTrace, TraceStep
+from stash_labeler.traces import LabelerTrace
 
 STEPS = (
     TraceStep("s0", 0, "system", "You are a support agent."),

@@ -11,10 +11,11 @@ import pytest
 from fakes.llm_server import FakeLLM
 from structlog.testing import capture_logs
 
+from stash_common.steps import TraceStep
 from stash_labeler.chunks import cut_chunks
 from stash_labeler.quality import OpenAIGrader, distribution_from_logprobs
 from stash_labeler.rules import label_chunks
-from stash_labeler.traces import LabelerTrace, TraceStep
+from stash_labeler.traces import LabelerTrace
 
 LABELS = ("strongly_negative", "negative", "neutral", "positive", "strongly_positive", "insufficient_evidence")
 REQUEST = "I want a refund for order 1182"

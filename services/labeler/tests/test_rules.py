@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from stash.rm.v1 import common_pb2
+from stash_common.steps import TraceStep, step_from_proto
 from stash_labeler.chunks import cut_chunks
 from stash_labeler.labels import StepLabel
 from stash_labeler.rules import RuleLabeler, label_chunks
 from stash_labeler.scoring import Outcome, open_chunks, score
-from stash_labeler.traces import LabelerTrace, TraceStep, step_from_proto
+from stash_labeler.traces import LabelerTrace
 
 
 def _trace(*steps: TraceStep) -> LabelerTrace:

@@ -15,7 +15,8 @@ from typing import Literal
 
 import orjson
 
-from stash_labeler.traces import LabelerTrace, TraceStep
+from stash_common.steps import TraceStep
+from stash_labeler.traces import LabelerTrace
 
 ChunkKind = Literal["user", "agent_message", "tool_call"]
 

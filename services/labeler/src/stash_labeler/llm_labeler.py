@@ -31,10 +31,11 @@ from openai.types.chat import ChatCompletionMessageParam
 from openai.types.shared_params import ResponseFormatJSONSchema
 from pydantic import ValidationError
 
+from stash_common.steps import TraceStep
 from stash_labeler.chunks import Chunk
 from stash_labeler.labeling import LabelingError
 from stash_labeler.labels import LabelSource, StepLabel
-from stash_labeler.traces import LabelerTrace, TraceStep
+from stash_labeler.traces import LabelerTrace
 
 ATTEMPTS = 2
 # Room counted for each chunk's header and label, whether the label sits in the transcript (known) or

@@ -3,37 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from stash.rm.v1 import common_pb2
 from stash_common.messages import json_of
-
-Role = Literal["system", "user", "assistant", "tool"]
-_ROLES: dict[int, Role] = {
-    common_pb2.STEP_ROLE_SYSTEM: "system",
-    common_pb2.STEP_ROLE_USER: "user",
-    common_pb2.STEP_ROLE_ASSISTANT: "assistant",
-    common_pb2.STEP_ROLE_TOOL: "tool",
-}
-
-
-@dataclass(frozen=True)
-class TraceStep:
-    """One step: a message, a tool call (assistant with `tool_name`) or a tool result (role `tool`)."""
-
-    id: str
-    index: int
-    role: Role
-    content: str
-    tool_name: str | None = None
-    tool_input: dict[str, Any] | None = None
-    tool_call_id: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def is_tool_call(self) -> bool:
-        """An assistant step that calls a tool."""
-        return self.role == "assistant" and self.tool_name is not None
+from stash_common.steps import TraceStep, step_from_proto
 
 
 @dataclass(frozen=True)
@@ -47,20 +20,6 @@ class LabelerTrace:
     steps: tuple[TraceStep, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
     external_id: str | None = None
-
-
-def step_from_proto(message: Any) -> TraceStep:
-    """A `stash.rm.v1.Step` as a TraceStep."""
-    return TraceStep(
-        id=message.id,
-        index=message.index,
-        role=_ROLES[message.role],
-        content=message.content,
-        tool_name=message.tool_name if message.HasField("tool_name") else None,
-        tool_input=json_of(message.tool_input) if message.HasField("tool_input") else None,
-        tool_call_id=message.tool_call_id if message.HasField("tool_call_id") else None,
-        metadata=json_of(message.metadata),
-    )
 
 
 def trace_from_proto(owner_id: str, message: Any) -> LabelerTrace:

@@ -10,10 +10,10 @@ import pytest
 from google.protobuf import json_format
 
 from stash.rm.v1 import common_pb2
+from stash_common.steps import TraceStep, step_from_proto
 from stash_ingest.adapters.registry import ADAPTERS
 from stash_labeler.prm.events import EPOCH, TrajectoryEvent, events_from_steps, steps_covered
 from stash_labeler.prm.trajectory import TaskLog
-from stash_labeler.traces import TraceStep, step_from_proto
 from support.fixtures import real_fixture
 
 T0 = datetime(2026, 2, 12, 16, 2, 51, tzinfo=UTC)

@@ -7,24 +7,25 @@ from typing import Any
 
 import pytest
 
-from stash_trainer.pairs.inputs import Annotation, SourceTrace, Step, StepCredit
+from stash_common.steps import TraceStep
+from stash_trainer.pairs.inputs import Annotation, SourceTrace, StepCredit
 
 # ("system" | "user" | "assistant", text), ("call", tool, input) or ("call", tool, input, text), ("tool", tool, result)
 StepSpec = tuple[Any, ...]
 TraceBuilder = Callable[..., SourceTrace]
 
 
-def build_step(trace_id: str, index: int, spec: StepSpec) -> Step:
+def build_step(trace_id: str, index: int, spec: StepSpec) -> TraceStep:
     """One step from its spec."""
     kind, *rest = spec
     step_id = f"{trace_id}:{index}"
     if kind == "call":
         tool, tool_input, *text = rest
-        return Step(step_id, index, "assistant", text[0] if text else "", tool, tool_input, f"call-{index}")
+        return TraceStep(step_id, index, "assistant", text[0] if text else "", tool, tool_input, f"call-{index}")
     if kind == "tool":
         tool, result = rest
-        return Step(step_id, index, "tool", result, tool, None, f"call-{index - 1}")
-    return Step(step_id, index, kind, rest[0])
+        return TraceStep(step_id, index, "tool", result, tool, None, f"call-{index - 1}")
+    return TraceStep(step_id, index, kind, rest[0])
 
 
 def build_trace(

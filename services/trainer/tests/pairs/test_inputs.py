@@ -9,7 +9,8 @@ from google.protobuf import struct_pb2
 
 from stash.rm.v1 import common_pb2, labeler_pb2
 from stash_common.errors import InvalidArgument
-from stash_trainer.pairs.inputs import Annotation, SourceTrace, Step, StepCredit, trace_from_proto
+from stash_common.steps import TraceStep
+from stash_trainer.pairs.inputs import Annotation, SourceTrace, StepCredit, trace_from_proto
 
 
 def _struct(value: dict) -> struct_pb2.Struct:
@@ -50,7 +51,7 @@ def test_trace_from_proto_converts_steps_annotations_and_credits() -> None:
 
     trace = trace_from_proto(_trace(), [annotation], evaluation)
 
-    assert trace.steps[1] == Step(
+    assert trace.steps[1] == TraceStep(
         "s1", 1, "assistant", "", "lookup_order", {"order_id": 1182, "weight": 1.5, "tags": [2, "x"]}, "c1", {}
     )
     assert trace.steps[2].tool_name is None and trace.steps[2].role == "tool"
@@ -93,7 +94,7 @@ def test_trace_from_proto_refuses_an_annotation_of_another_trace() -> None:
 
 def test_source_trace_requires_step_indices_to_be_positions() -> None:
     with pytest.raises(InvalidArgument, match=r"steps\[0\].index: is 3, expected 0"):
-        SourceTrace("t1", (Step("s", 3, "user", "hi"),))
+        SourceTrace("t1", (TraceStep("s", 3, "user", "hi"),))
 
 
 def test_usable_rating_ignores_flagged_and_missing_ratings() -> None:

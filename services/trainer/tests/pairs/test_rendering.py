@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stash_trainer.pairs.inputs import Step
+from stash_common.steps import TraceStep
 from stash_trainer.pairs.rendering import render_action, render_context, render_example, render_trace
 
 
@@ -35,7 +35,7 @@ def test_render_context_is_everything_rendered_before_the_action(make_trace, sup
 
 
 def test_render_action_shows_tool_text_then_the_call() -> None:
-    step = Step("s", 3, "assistant", "Let me check.", "lookup_order", {"order_id": 1182, "full": True})
+    step = TraceStep("s", 3, "assistant", "Let me check.", "lookup_order", {"order_id": 1182, "full": True})
 
     assert (
         render_action(step)
@@ -44,19 +44,19 @@ def test_render_action_shows_tool_text_then_the_call() -> None:
 
 
 def test_render_action_renders_a_call_without_input_as_empty_arguments() -> None:
-    assert render_action(Step("s", 0, "assistant", "", "list_orders")) == "Assistant called list_orders({})"
+    assert render_action(TraceStep("s", 0, "assistant", "", "list_orders")) == "Assistant called list_orders({})"
 
 
 @pytest.mark.parametrize(
     "step",
     [
-        Step("s", 0, "user", "hello"),
-        Step("s", 0, "tool", "ok", "lookup_order"),
-        Step("s", 0, "system", "rules"),
-        Step("s", 0, "assistant", "   "),
+        TraceStep("s", 0, "user", "hello"),
+        TraceStep("s", 0, "tool", "ok", "lookup_order"),
+        TraceStep("s", 0, "system", "rules"),
+        TraceStep("s", 0, "assistant", "   "),
     ],
 )
-def test_render_action_refuses_steps_that_are_not_actions(step: Step) -> None:
+def test_render_action_refuses_steps_that_are_not_actions(step: TraceStep) -> None:
     with pytest.raises(ValueError, match="not an assistant response or tool call"):
         render_action(step)
 

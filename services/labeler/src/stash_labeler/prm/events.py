@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from stash_common.steps import TraceStep
 from stash_labeler.prm.calls import call_signature, describe_call
-from stash_labeler.traces import TraceStep
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _RUNNING = re.compile(r"Process running with session ID (\d+)")

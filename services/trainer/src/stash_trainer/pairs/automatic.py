@@ -19,8 +19,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from stash_common.errors import InvalidArgument
+from stash_common.steps import TraceStep
 from stash_trainer.pairs.explicit import human_rated_step_ids
-from stash_trainer.pairs.inputs import SourceTrace, Step
+from stash_trainer.pairs.inputs import SourceTrace
 from stash_trainer.pairs.preference import PreferencePair, pair_action_type
 from stash_trainer.pairs.rendering import render_example
 
@@ -72,14 +73,14 @@ def _trace_pairs(trace: SourceTrace, margin: float) -> list[PreferencePair]:
     return pairs
 
 
-def _scored_actions(trace: SourceTrace) -> list[tuple[Step, float]]:
+def _scored_actions(trace: SourceTrace) -> list[tuple[TraceStep, float]]:
     credits = {credit.step_id: credit.expected_credit for credit in trace.credits}
     rated = human_rated_step_ids(trace)
     candidates = (step for step in trace.steps if step.is_action and step.id not in rated)
     return [(step, credit) for step in candidates if (credit := credits.get(step.id)) is not None]
 
 
-def _pair(trace: SourceTrace, chosen: tuple[Step, float], rejected: tuple[Step, float]) -> PreferencePair:
+def _pair(trace: SourceTrace, chosen: tuple[TraceStep, float], rejected: tuple[TraceStep, float]) -> PreferencePair:
     (good, good_credit), (bad, bad_credit) = chosen, rejected
     return PreferencePair(
         chosen=render_example(trace, good.index),

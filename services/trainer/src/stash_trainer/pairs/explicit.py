@@ -7,7 +7,7 @@ Rules:
   nothing. The same holds for a trace's own ratings (annotations without a step).
 - Only actions are rated at step scope: assistant responses with text and assistant tool calls.
   Ratings on system, user and tool steps, or on steps the trace no longer has, are ignored.
-- Step scope: across all selected traces, every positively rated action × every negatively rated
+- TraceStep scope: across all selected traces, every positively rated action × every negatively rated
   action. `chosen` is the positive action's example (prior context, then the action), `rejected`
   the negative one's; granularity "action"; action_type "tool_call" or "response" when both sides
   agree, else "mixed"; `trace_ids` the sorted distinct ids of both sides' traces.
@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from stash_trainer.pairs.inputs import Annotation, SourceTrace, Step
+from stash_common.steps import TraceStep
+from stash_trainer.pairs.inputs import Annotation, SourceTrace
 from stash_trainer.pairs.preference import PreferencePair, pair_action_type, sorted_trace_ids
 from stash_trainer.pairs.rendering import render_example, render_trace
 
@@ -48,7 +49,7 @@ def trace_pairs(traces: Sequence[SourceTrace]) -> list[PreferencePair]:
     return [_trace_pair(good, bad) for good in positives for bad in negatives]
 
 
-def rated_actions(trace: SourceTrace) -> list[tuple[Step, int]]:
+def rated_actions(trace: SourceTrace) -> list[tuple[TraceStep, int]]:
     """The trace's actions with a net human rating (+1 or -1), in step order."""
     by_step = _ratings_by_step(trace.annotations)
     net = ((step, _sign(by_step.get(step.id, ()))) for step in trace.steps if step.is_action)
@@ -73,7 +74,7 @@ def _sign(ratings: Iterable[int | None]) -> int:
     return (total > 0) - (total < 0)
 
 
-def _step_pair(good: tuple[SourceTrace, Step], bad: tuple[SourceTrace, Step]) -> PreferencePair:
+def _step_pair(good: tuple[SourceTrace, TraceStep], bad: tuple[SourceTrace, TraceStep]) -> PreferencePair:
     (good_trace, good_step), (bad_trace, bad_step) = good, bad
     return PreferencePair(
         chosen=render_example(good_trace, good_step.index),

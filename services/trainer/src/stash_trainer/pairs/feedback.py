@@ -40,8 +40,9 @@ from openai.types.shared_params import ResponseFormatJSONSchema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stash_common.errors import InvalidArgument, StashError, Unavailable
+from stash_common.steps import TraceStep
 from stash_trainer.pairs.explicit import human_rated_step_ids
-from stash_trainer.pairs.inputs import SourceTrace, Step
+from stash_trainer.pairs.inputs import SourceTrace
 from stash_trainer.pairs.preference import PreferencePair, action_type
 from stash_trainer.pairs.rendering import render_action, render_context, render_example
 
@@ -148,7 +149,7 @@ class Target:
     """One action to assess, with everything code decides for it."""
 
     trace: SourceTrace
-    step: Step
+    step: TraceStep
     criteria: tuple[str, ...]
     original_first: bool
     evidence: tuple[Evidence, ...]
@@ -168,7 +169,7 @@ class Finding:
     evidence_id: str
     evidence_quote: str
     classifier_model: str
-    alternative: Step | None
+    alternative: TraceStep | None
     pair_exclusion: str | None
 
     @cached_property
@@ -268,7 +269,7 @@ class FeedbackExtractor:
         finally:
             pool.shutdown(cancel_futures=True)
 
-    def target(self, trace: SourceTrace, step: Step, seed: int) -> Target:
+    def target(self, trace: SourceTrace, step: TraceStep, seed: int) -> Target:
         """The target for an action: its sampled criteria, review order and citable feedback."""
         rng = random.Random(f"{seed}:{trace.id}:{step.id}")
         criteria = sample_criteria(rng, self.rubric_dropout)
@@ -278,7 +279,7 @@ class FeedbackExtractor:
         """Judge the target, validate its evidence, then check and review its alternative."""
         judgment = self._ask(_judgment_messages(target), JUDGMENT_FORMAT, Judgment, target)
         evidence_id, quote = cited_evidence(target, judgment)
-        alternative: Step | None = None
+        alternative: TraceStep | None = None
         exclusion = _judgment_exclusion(judgment)
         if exclusion is None:
             try:
@@ -317,7 +318,7 @@ def sample_criteria(rng: random.Random, rubric_dropout: float) -> tuple[str, ...
     return tuple(criterion for criterion in CRITERIA if criterion in drawn)
 
 
-def feedback_evidence(trace: SourceTrace, step: Step) -> tuple[Evidence, ...]:
+def feedback_evidence(trace: SourceTrace, step: TraceStep) -> tuple[Evidence, ...]:
     """The later user messages of the target's turn, then the non-flagged comments on the target step."""
     later: list[Evidence] = []
     for after in trace.steps[step.index + 1 :]:
@@ -352,7 +353,7 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def alternative_action(step: Step, alternative: str | None) -> Step:
+def alternative_action(step: TraceStep, alternative: str | None) -> TraceStep:
     """The target with the judgment's alternative in its place; ValueError says why an alternative is unusable."""
     if alternative is None or not alternative.strip():
         raise ValueError("no alternative was written")
@@ -403,7 +404,7 @@ def _judgment_messages(target: Target) -> list[ChatCompletionMessageParam]:
     return [{"role": "system", "content": JUDGMENT_INSTRUCTIONS}, {"role": "user", "content": request}]
 
 
-def _review_messages(target: Target, alternative: Step) -> list[ChatCompletionMessageParam]:
+def _review_messages(target: Target, alternative: TraceStep) -> list[ChatCompletionMessageParam]:
     original, revised = render_action(target.step), render_action(alternative)
     first, second = (original, revised) if target.original_first else (revised, original)
     request = (

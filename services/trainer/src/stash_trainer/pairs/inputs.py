@@ -8,44 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
 
 from stash.rm.v1 import common_pb2, labeler_pb2
 from stash_common.errors import InvalidArgument
-from stash_common.messages import json_of
-
-Role = Literal["system", "user", "assistant", "tool"]
-_ROLES: dict[int, Role] = {
-    common_pb2.STEP_ROLE_SYSTEM: "system",
-    common_pb2.STEP_ROLE_USER: "user",
-    common_pb2.STEP_ROLE_ASSISTANT: "assistant",
-    common_pb2.STEP_ROLE_TOOL: "tool",
-}
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step: a message, a tool call (assistant with `tool_name`) or a tool result (role `tool`)."""
-
-    id: str
-    index: int
-    role: Role
-    content: str
-    tool_name: str | None = None
-    tool_input: dict[str, Any] | None = None
-    tool_call_id: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def is_tool_call(self) -> bool:
-        """An assistant step that calls a tool, whatever its text."""
-        return self.role == "assistant" and self.tool_name is not None
-
-    @property
-    def is_action(self) -> bool:
-        """An agent action: an assistant tool call, or an assistant message with non-blank text."""
-        return self.is_tool_call or (self.role == "assistant" and bool(self.content.strip()))
+from stash_common.steps import TraceStep, step_from_proto
 
 
 @dataclass(frozen=True)
@@ -79,7 +46,7 @@ class SourceTrace:
     """A selected trace with what supervises it: annotations and the labeler's step credits."""
 
     id: str
-    steps: tuple[Step, ...]
+    steps: tuple[TraceStep, ...]
     annotations: tuple[Annotation, ...] = ()
     credits: tuple[StepCredit, ...] = ()
 
@@ -89,20 +56,6 @@ class SourceTrace:
                 raise InvalidArgument(
                     f"trace {self.id}: steps[{position}].index", f"is {step.index}, expected {position}"
                 )
-
-
-def step_from_proto(message: common_pb2.Step) -> Step:
-    """A `stash.rm.v1.Step` as a Step."""
-    return Step(
-        id=message.id,
-        index=message.index,
-        role=_ROLES[message.role],
-        content=message.content,
-        tool_name=message.tool_name if message.HasField("tool_name") else None,
-        tool_input=json_of(message.tool_input) if message.HasField("tool_input") else None,
-        tool_call_id=message.tool_call_id if message.HasField("tool_call_id") else None,
-        metadata=json_of(message.metadata),
-    )
 
 
 def annotation_from_proto(message: common_pb2.Annotation) -> Annotation:
@@ -147,7 +100,7 @@ def trace_from_proto(
     return SourceTrace(id=trace.id, steps=steps, annotations=tuple(own), credits=_credits(steps, evaluation))
 
 
-def _credits(steps: tuple[Step, ...], evaluation: labeler_pb2.TraceEvaluation | None) -> tuple[StepCredit, ...]:
+def _credits(steps: tuple[TraceStep, ...], evaluation: labeler_pb2.TraceEvaluation | None) -> tuple[StepCredit, ...]:
     if evaluation is None or evaluation.status != common_pb2.JOB_STATUS_SUCCEEDED:
         return ()
     known = {step.id for step in steps}

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from stash_trainer.pairs.inputs import Step
+from stash_common.steps import TraceStep
 
 Granularity = Literal["action", "trace"]
 ActionType = Literal["tool_call", "response", "mixed"]
@@ -43,12 +43,12 @@ class PreferencePair:
         return {**self.to_export_line(), **self.evidence}
 
 
-def action_type(step: Step) -> Literal["tool_call", "response"]:
+def action_type(step: TraceStep) -> Literal["tool_call", "response"]:
     """What kind of action a step is."""
     return "tool_call" if step.is_tool_call else "response"
 
 
-def pair_action_type(chosen: Step, rejected: Step) -> ActionType:
+def pair_action_type(chosen: TraceStep, rejected: TraceStep) -> ActionType:
     """The pair's action type: the sides' common kind, or "mixed" when a tool call meets a response."""
     kind = action_type(chosen)
     return kind if kind == action_type(rejected) else "mixed"

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import json
 
-from stash_trainer.pairs.inputs import SourceTrace, Step
+from stash_common.steps import TraceStep
+from stash_trainer.pairs.inputs import SourceTrace
 
 SEPARATOR = "\n\n"
 
 
-def render_action(step: Step) -> str:
+def render_action(step: TraceStep) -> str:
     """An assistant action: its text, then the call with the actual tool name and arguments."""
     if not step.is_action:
         raise ValueError(f"step {step.index} is not an assistant response or tool call")
@@ -36,7 +37,7 @@ def render_action(step: Step) -> str:
     return f"Assistant: {step.content}\n{call}" if step.content.strip() else call
 
 
-def render_step(step: Step) -> str:
+def render_step(step: TraceStep) -> str:
     """A user message, tool result or assistant action as one transcript entry."""
     if step.role == "user":
         return f"User: {step.content}"
@@ -45,7 +46,7 @@ def render_step(step: Step) -> str:
     return render_action(step)
 
 
-def is_rendered(step: Step) -> bool:
+def is_rendered(step: TraceStep) -> bool:
     """Whether a step appears in a transcript: not a system step, nor an assistant message without text."""
     return step.role in ("user", "tool") or step.is_action
 
@@ -57,7 +58,7 @@ def render_context(trace: SourceTrace, action_index: int) -> str:
     return SEPARATOR.join(render_step(step) for step in trace.steps[:action_index] if is_rendered(step))
 
 
-def render_example(trace: SourceTrace, action_index: int, action: Step | None = None) -> str:
+def render_example(trace: SourceTrace, action_index: int, action: TraceStep | None = None) -> str:
     """The prior context of step `action_index` followed by that action, or by `action` in its place."""
     context = render_context(trace, action_index)
     target = action if action is not None else trace.steps[action_index]
