@@ -1,6 +1,6 @@
 """OTLP/HTTP load: Stash RM's receiver side by side with Arize Phoenix, fed the same spans.
 
-Every run is driven by the shared workload `../shared/bench-anchors/phoenix_otlp.py`: realistic
+Every run is driven by the shared workload `bench/anchors/phoenix_otlp.py`: realistic
 OpenInference agent traces (AGENT root, LLM child with ~3 KB of messages, TOOL child),
 512 spans per OTLP/HTTP protobuf request, sent for N seconds, then persisted spans are counted
 until the count stops growing. Rows:
@@ -42,7 +42,7 @@ from rich.console import Console
 from rich.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
-ANCHOR = REPO.parent / "shared" / "bench-anchors" / "phoenix_otlp.py"
+ANCHOR = REPO / "bench" / "anchors" / "phoenix_otlp.py"
 ADMIN_URL = os.environ.get("STASH_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 COLUMNS = [
     ("label", "run"),

@@ -7,7 +7,7 @@ Streams (seeded, so runs compare):
   a row before passing, with occasional rereads; stuck_on_test, repetition_loop and
   ping_pong fire regularly.
 - `real transcripts`: the events derived from every Claude Code and Codex fixture in
-  `../shared/fixtures/real/`, repeated to length.
+  `tests/fixtures/real/`, repeated to length.
 
 Each row appends N events one by one and runs `TaskLog.analyze()` after each append, as a
 caller that checks before every dispatch would. A last row times `events_from_steps` on the
@@ -31,7 +31,7 @@ from stash_common.steps import TraceStep
 from stash_ingest.adapters.registry import ADAPTERS
 from stash_labeler.prm import MAX_EVENTS, TaskLog, TrajectoryEvent, events_from_steps
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real"
 START = datetime(2026, 5, 1, tzinfo=UTC)
 FILES = tuple(f"src/module_{n}.py" for n in range(12))
 

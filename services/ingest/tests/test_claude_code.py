@@ -1,4 +1,4 @@
-"""The Claude Code transcript adapter, on the real transcripts in shared/fixtures/real/claude-code."""
+"""The Claude Code transcript adapter, on the real transcripts in tests/fixtures/real/claude-code."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Codex rollout adapter, on the real rollouts in shared/fixtures/real/codex."""
+"""The Codex rollout adapter, on the real rollouts in tests/fixtures/real/codex."""
 
 from __future__ import annotations
 

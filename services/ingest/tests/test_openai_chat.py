@@ -1,4 +1,4 @@
-"""The OpenAI chat adapter on the real fixtures in ../shared/fixtures/real/openai-chat, plus synthetic gaps."""
+"""The OpenAI chat adapter on the real fixtures in tests/fixtures/real/openai-chat, plus synthetic gaps."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The OTLP/JSON adapter: the real captures in shared/fixtures/real/otlp, and synthetic cases for the gaps.
+"""The OTLP/JSON adapter: the real captures in tests/fixtures/real/otlp, and synthetic cases for the gaps.
 
 Synthetic documents are built with the helpers at the top (`_attr`, `_span`, `_document`); every test
 that uses them says "synthetic" in its docstring.
