@@ -1,4 +1,4 @@
-"""Wake-ups and leases, in-process and on the machine's real Redis, through the same tests."""
+"""Wake-ups, in-process and on the machine's real Redis, through the same tests."""
 
 from __future__ import annotations
 
@@ -11,16 +11,13 @@ import pytest
 
 from stash_common.coordination import (
     MAX_PENDING_MESSAGES,
-    InProcessLeases,
     InProcessWakeups,
-    Leases,
-    RedisLeases,
     RedisWakeups,
     Subscription,
     Wakeups,
-    make_coordination,
+    make_wakeups,
 )
-from stash_common.errors import InvalidArgument, Unavailable
+from stash_common.errors import Unavailable
 
 # Generous bounds: they only show that a waiter woke up, never how fast.
 PROMPT_S = 5.0
@@ -28,94 +25,12 @@ LONG_WAIT_S = 30.0
 
 
 @pytest.fixture(params=["in-process", "redis"])
-def coordination(request: pytest.FixtureRequest) -> Iterator[tuple[Wakeups, Leases]]:
+def wakeups(request: pytest.FixtureRequest) -> Iterator[Wakeups]:
     redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
-    wakeups, leases = make_coordination(redis_url)
-    yield wakeups, leases
-    for backend in (wakeups, leases):
-        if isinstance(backend, RedisWakeups | RedisLeases):
-            backend.close()
-
-
-@pytest.fixture
-def wakeups(coordination: tuple[Wakeups, Leases]) -> Wakeups:
-    return coordination[0]
-
-
-@pytest.fixture
-def leases(coordination: tuple[Wakeups, Leases]) -> Leases:
-    return coordination[1]
-
-
-def wait_until_free(leases: Leases, name: str) -> None:
-    """Poll until the lease has expired, failing after a generous bound."""
-    deadline = time.monotonic() + PROMPT_S
-    while leases.holder(name) is not None:
-        assert time.monotonic() < deadline, f"lease {name!r} never expired"
-        time.sleep(0.02)
-
-
-def test_acquire_grants_lease_when_free(leases: Leases) -> None:
-    assert leases.holder("dispatcher") is None
-    assert leases.acquire("dispatcher", "trainer-1", ttl_ms=10_000)
-    assert leases.holder("dispatcher") == "trainer-1"
-
-
-def test_acquire_refused_when_another_holder_has_lease(leases: Leases) -> None:
-    assert leases.acquire("dispatcher", "trainer-1", ttl_ms=10_000)
-    assert not leases.acquire("dispatcher", "trainer-2", ttl_ms=10_000)
-    assert not leases.acquire("dispatcher", "trainer-1", ttl_ms=10_000)
-    assert leases.holder("dispatcher") == "trainer-1"
-
-
-def test_acquire_grants_lease_when_names_differ(leases: Leases) -> None:
-    assert leases.acquire("dispatcher", "trainer-1", ttl_ms=10_000)
-    assert leases.acquire("scheduler", "trainer-2", ttl_ms=10_000)
-
-
-def test_renew_succeeds_only_when_caller_holds_lease(leases: Leases) -> None:
-    assert not leases.renew("dispatcher", "trainer-1", ttl_ms=10_000)
-    assert leases.acquire("dispatcher", "trainer-1", ttl_ms=10_000)
-    assert not leases.renew("dispatcher", "trainer-2", ttl_ms=10_000)
-    assert leases.renew("dispatcher", "trainer-1", ttl_ms=10_000)
-    assert leases.holder("dispatcher") == "trainer-1"
-
-
-def test_release_succeeds_only_when_caller_holds_lease(leases: Leases) -> None:
-    assert leases.acquire("dispatcher", "trainer-1", ttl_ms=10_000)
-    assert not leases.release("dispatcher", "trainer-2")
-    assert leases.holder("dispatcher") == "trainer-1"
-    assert leases.release("dispatcher", "trainer-1")
-    assert leases.holder("dispatcher") is None
-    assert not leases.release("dispatcher", "trainer-1")
-    assert leases.acquire("dispatcher", "trainer-2", ttl_ms=10_000)
-
-
-def test_acquire_grants_lease_when_previous_holder_expired(leases: Leases) -> None:
-    assert leases.acquire("dispatcher", "trainer-1", ttl_ms=100)
-    wait_until_free(leases, "dispatcher")
-    assert leases.acquire("dispatcher", "trainer-2", ttl_ms=10_000)
-    assert leases.holder("dispatcher") == "trainer-2"
-
-
-def test_renew_refused_when_lease_expired(leases: Leases) -> None:
-    assert leases.acquire("dispatcher", "trainer-1", ttl_ms=100)
-    wait_until_free(leases, "dispatcher")
-    assert not leases.renew("dispatcher", "trainer-1", ttl_ms=10_000)
-    assert not leases.release("dispatcher", "trainer-1")
-
-
-def test_renew_keeps_lease_when_original_ttl_passes(leases: Leases) -> None:
-    assert leases.acquire("dispatcher", "trainer-1", ttl_ms=300)
-    assert leases.renew("dispatcher", "trainer-1", ttl_ms=60_000)
-    time.sleep(0.6)
-    assert leases.holder("dispatcher") == "trainer-1"
-
-
-@pytest.mark.parametrize("ttl_ms", [0, -5])
-def test_acquire_raises_invalid_argument_when_ttl_not_positive(leases: Leases, ttl_ms: int) -> None:
-    with pytest.raises(InvalidArgument, match="ttl_ms"):
-        leases.acquire("dispatcher", "trainer-1", ttl_ms=ttl_ms)
+    backend = make_wakeups(redis_url)
+    yield backend
+    if isinstance(backend, RedisWakeups):
+        backend.close()
 
 
 def test_subscribers_receive_message_when_published_after_subscribe(wakeups: Wakeups) -> None:
@@ -194,35 +109,8 @@ def test_in_process_buffer_drops_oldest_when_full() -> None:
     assert messages[-1] == str(MAX_PENDING_MESSAGES + 4)
 
 
-def test_make_coordination_returns_in_process_backends_when_no_url() -> None:
-    wakeups, leases = make_coordination(None)
-    assert isinstance(wakeups, InProcessWakeups)
-    assert isinstance(leases, InProcessLeases)
-
-
-def test_redis_lease_exclusive_when_two_clients_contend(redis_url: str) -> None:
-    clients = [RedisLeases(redis_url), RedisLeases(redis_url)]
-    barrier = threading.Barrier(len(clients))
-    granted: list[str] = []
-
-    def contend(leases: RedisLeases, holder: str) -> None:
-        barrier.wait()
-        if leases.acquire("dispatcher", holder, ttl_ms=10_000):
-            granted.append(holder)
-
-    threads = [threading.Thread(target=contend, args=(c, f"proc-{i}")) for i, c in enumerate(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(granted) == 1
-    winner, loser = (0, 1) if granted[0] == "proc-0" else (1, 0)
-    assert clients[loser].holder("dispatcher") == granted[0]
-    assert not clients[loser].release("dispatcher", f"proc-{loser}")
-    assert clients[winner].release("dispatcher", granted[0])
-    assert clients[loser].acquire("dispatcher", f"proc-{loser}", ttl_ms=10_000)
-    for client in clients:
-        client.close()
+def test_make_wakeups_returns_in_process_backend_when_no_url() -> None:
+    assert isinstance(make_wakeups(None), InProcessWakeups)
 
 
 def test_redis_wakeup_reaches_subscriber_when_published_by_another_client(redis_url: str) -> None:
@@ -234,12 +122,10 @@ def test_redis_wakeup_reaches_subscriber_when_published_by_another_client(redis_
     listener.close()
 
 
-def test_redis_backends_raise_unavailable_when_server_unreachable() -> None:
+def test_redis_wakeups_raise_unavailable_when_server_unreachable() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         url = f"redis://127.0.0.1:{sock.getsockname()[1]}/0"
-    with pytest.raises(Unavailable, match="Redis at 127.0.0.1"):
-        RedisLeases(url).acquire("dispatcher", "trainer-1", ttl_ms=1_000)
     with pytest.raises(Unavailable, match="Redis at 127.0.0.1"):
         RedisWakeups(url).notify("models", "model-7 queued")
 

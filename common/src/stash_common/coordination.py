@@ -1,4 +1,4 @@
-"""Wake-ups and leases: an in-process backend (embedded profile) and Redis (cluster profile).
+"""Wake-ups: an in-process backend (embedded profile) and Redis streams (cluster profile).
 
 Wake-ups are hints only. The database row is the source of truth for every job's state; a
 wake-up just lets a worker look at the table now instead of at its next periodic sweep, and
@@ -6,30 +6,27 @@ that sweep recovers anything a lost, dropped or duplicated wake-up would have le
 So both backends may drop messages under pressure, and callers must treat a message as
 "something may have changed", never as the change itself.
 
-Leases give one holder a named, expiring right (run the dispatcher, own a scheduling slot).
-The in-process backend excludes holders within one process only; where several processes
-compete without Redis, the database claim (only a `queued` row can be claimed) is the guard.
+No service needs a lock of its own: a worker claims a row only while it is still `queued`, so the
+database alone decides who runs what, in one process or across replicas.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import redis
 
-from stash_common.errors import InvalidArgument, Unavailable
+from stash_common.errors import Unavailable
 
 # Per-subscriber (in-process) and per-topic stream (Redis) bound. Dropping the oldest beyond it
 # is safe because wake-ups are hints: the periodic sweep finds whatever they pointed at.
 MAX_PENDING_MESSAGES = 10_000
 
 WAKE_KEY_PREFIX = "stash:wake:"
-LEASE_KEY_PREFIX = "stash:lease:"
 
 
 class Subscription(Protocol):
@@ -56,36 +53,13 @@ class Wakeups(Protocol):
         ...
 
 
-class Leases(Protocol):
-    """Named, expiring, exclusive rights held by one holder at a time."""
 
-    def acquire(self, name: str, holder: str, ttl_ms: int) -> bool:
-        """Take the lease if nobody holds it; False when held (even by `holder`: use renew)."""
-        ...
-
-    def renew(self, name: str, holder: str, ttl_ms: int) -> bool:
-        """Extend the lease to `ttl_ms` from now; only its current holder can."""
-        ...
-
-    def release(self, name: str, holder: str) -> bool:
-        """Give the lease up; only its current holder can."""
-        ...
-
-    def holder(self, name: str) -> str | None:
-        """Who holds the lease now, or None when it is free or expired."""
-        ...
-
-
-def make_coordination(redis_url: str | None) -> tuple[Wakeups, Leases]:
-    """Redis-backed wake-ups and leases when a URL is given, in-process ones otherwise."""
+def make_wakeups(redis_url: str | None) -> Wakeups:
+    """Redis-backed wake-ups when a URL is given, in-process ones otherwise."""
     if redis_url:
-        return RedisWakeups(redis_url), RedisLeases(redis_url)
-    return InProcessWakeups(), InProcessLeases()
+        return RedisWakeups(redis_url)
+    return InProcessWakeups()
 
-
-def _check_ttl(ttl_ms: int) -> None:
-    if ttl_ms <= 0:
-        raise InvalidArgument("ttl_ms", f"must be a positive number of milliseconds, got {ttl_ms}")
 
 
 class _InProcessSubscription:
@@ -149,55 +123,6 @@ class InProcessWakeups:
         if not subscribers:
             self._subscribers.pop(subscription.topic, None)
 
-
-class InProcessLeases:
-    """Leases within one process: a dict of holder and monotonic expiry, under a lock."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._leases: dict[str, tuple[str, float]] = {}
-
-    def acquire(self, name: str, holder: str, ttl_ms: int) -> bool:
-        """Take the lease for `ttl_ms` if it is free or expired."""
-        _check_ttl(ttl_ms)
-        with self._lock:
-            if self._live_holder(name) is not None:
-                return False
-            self._leases[name] = (holder, time.monotonic() + ttl_ms / 1000)
-            return True
-
-    def renew(self, name: str, holder: str, ttl_ms: int) -> bool:
-        """Extend the lease to `ttl_ms` from now if `holder` holds it."""
-        _check_ttl(ttl_ms)
-        with self._lock:
-            if self._live_holder(name) != holder:
-                return False
-            self._leases[name] = (holder, time.monotonic() + ttl_ms / 1000)
-            return True
-
-    def release(self, name: str, holder: str) -> bool:
-        """Free the lease if `holder` holds it."""
-        with self._lock:
-            if self._live_holder(name) != holder:
-                return False
-            del self._leases[name]
-            return True
-
-    def holder(self, name: str) -> str | None:
-        """The live holder of the lease, if any."""
-        with self._lock:
-            return self._live_holder(name)
-
-    def _live_holder(self, name: str) -> str | None:
-        # Called with the lock held; forgets an expired lease on the way.
-        entry = self._leases.get(name)
-        if entry is None:
-            return None
-        holder, expires_at = entry
-        if time.monotonic() >= expires_at:
-            del self._leases[name]
-            return None
-        return holder
 
 
 def _connect(redis_url: str) -> redis.Redis:
@@ -271,54 +196,3 @@ class RedisWakeups:
         with _redis_errors(self._client):
             newest: Any = self._client.xrevrange(stream, count=1)
         return newest[0][0] if newest else "0-0"
-
-
-_RENEW_SCRIPT = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
-
-_RELEASE_SCRIPT = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
-
-
-class RedisLeases:
-    """Leases across processes: SET NX PX to take one; Lua scripts check the holder first."""
-
-    def __init__(self, redis_url: str) -> None:
-        self._client = _connect(redis_url)
-        self._renew = self._client.register_script(_RENEW_SCRIPT)
-        self._release = self._client.register_script(_RELEASE_SCRIPT)
-
-    def acquire(self, name: str, holder: str, ttl_ms: int) -> bool:
-        """Take the lease for `ttl_ms` if nobody holds it."""
-        _check_ttl(ttl_ms)
-        with _redis_errors(self._client):
-            return bool(self._client.set(LEASE_KEY_PREFIX + name, holder, nx=True, px=ttl_ms))
-
-    def renew(self, name: str, holder: str, ttl_ms: int) -> bool:
-        """Extend the lease to `ttl_ms` from now if `holder` holds it."""
-        _check_ttl(ttl_ms)
-        with _redis_errors(self._client):
-            return bool(self._renew(keys=[LEASE_KEY_PREFIX + name], args=[holder, ttl_ms]))
-
-    def release(self, name: str, holder: str) -> bool:
-        """Free the lease if `holder` holds it."""
-        with _redis_errors(self._client):
-            return bool(self._release(keys=[LEASE_KEY_PREFIX + name], args=[holder]))
-
-    def holder(self, name: str) -> str | None:
-        """The live holder of the lease, if any."""
-        with _redis_errors(self._client):
-            # decode_responses=True makes this a str; redis-py's types also allow async results.
-            return cast("str | None", self._client.get(LEASE_KEY_PREFIX + name))
-
-    def close(self) -> None:
-        """Close the connection pool."""
-        self._client.close()

@@ -10,7 +10,7 @@ import structlog
 
 from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2, labeler_pb2_grpc
 from stash_common.channels import open_channel
-from stash_common.coordination import make_coordination
+from stash_common.coordination import make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.errors import ConfigError
 from stash_common.logs import configure_logging
@@ -84,7 +84,7 @@ def main() -> None:
     upgrade("labeler", MIGRATIONS_DIR, settings.database_url)
     sessions = make_sessions(make_engine(settings.database_url))
     ingest = ingest_pb2_grpc.IngestServiceStub(open_channel(settings.address_of("ingest")))
-    wakeups, _leases = make_coordination(settings.redis_url)
+    wakeups = make_wakeups(settings.redis_url)
     labeler = make_labeler(settings)
     worker = EvaluationWorker(
         sessions,

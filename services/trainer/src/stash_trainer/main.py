@@ -11,7 +11,7 @@ import grpc
 
 from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2_grpc, trainer_pb2, trainer_pb2_grpc
 from stash_common.channels import open_channel
-from stash_common.coordination import make_coordination
+from stash_common.coordination import make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.logs import configure_logging
 from stash_common.server import serve
@@ -75,7 +75,7 @@ def main() -> None:
         settings.download_base_url,
         settings.signing_key,
     )
-    wakeups, _leases = make_coordination(settings.redis_url)
+    wakeups = make_wakeups(settings.redis_url)
     dispatcher = Dispatcher(
         sessions, peers, objects, LocalSubprocessLauncher(), wakeups, job_settings(settings), make_extractor(settings)
     )
