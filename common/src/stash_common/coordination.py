@@ -53,13 +53,11 @@ class Wakeups(Protocol):
         ...
 
 
-
 def make_wakeups(redis_url: str | None) -> Wakeups:
     """Redis-backed wake-ups when a URL is given, in-process ones otherwise."""
     if redis_url:
         return RedisWakeups(redis_url)
     return InProcessWakeups()
-
 
 
 class _InProcessSubscription:
@@ -122,7 +120,6 @@ class InProcessWakeups:
         subscribers.discard(subscription)
         if not subscribers:
             self._subscribers.pop(subscription.topic, None)
-
 
 
 def _connect(redis_url: str) -> redis.Redis:

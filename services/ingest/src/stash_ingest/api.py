@@ -15,6 +15,7 @@ from stash.rm.v1 import common_pb2, ingest_pb2, ingest_pb2_grpc
 from stash_common.db import transaction
 from stash_common.errors import FailedPrecondition, InvalidArgument, Unavailable
 from stash_common.messages import struct_of, timestamp_of
+from stash_common.requests import owner_of, page_of
 from stash_ingest import exports, store
 from stash_ingest.adapters.registry import ADAPTERS
 from stash_ingest.annotations import (
@@ -32,7 +33,6 @@ from stash_ingest.otlp import OtlpRequest, ingest_otlp
 from stash_ingest.revisions import Announcer, current_revisions, list_revisions
 from stash_ingest.traces import Span, StoredStep, StoredTrace, TraceSummary
 
-PAGE_LIMIT_MAX = 500
 REVISION_PAGE_MAX = 1000
 CONFLICT_ATTEMPTS = 3
 T = TypeVar("T")
@@ -73,7 +73,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     def ImportTraces(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Import a payload all-or-nothing: one bad trace stores nothing."""
         source_id = request.source_id if request.HasField("source_id") else None
-        job = ImportRequest(_owner(request), request.format or "auto", request.data, source_id)
+        job = ImportRequest(owner_of(request), request.format or "auto", request.data, source_id)
         with transaction(self.sessions) as session:
             format_name, imported = import_traces(session, job, self.titler)
         results = [
@@ -89,7 +89,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     def IngestOtlpSpans(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Store OTLP spans and rebuild the traces they touch; spans rejected alone are reported, not fatal."""
         job = OtlpRequest(
-            owner_id=_owner(request),
+            owner_id=owner_of(request),
             protobuf=request.export_trace_service_request,
             json=request.export_trace_service_request_json,
             source_id=request.source_id if request.HasField("source_id") else None,
@@ -131,7 +131,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     def GetTraceRevision(self, request: Any, context: grpc.ServicerContext) -> Any:
         """The trace and its annotations, if `revision` is still the current one."""
         with transaction(self.sessions) as session:
-            row = store.find_trace_row(session, _owner(request), request.trace_id)
+            row = store.find_trace_row(session, owner_of(request), request.trace_id)
             if row.revision != request.revision:
                 raise FailedPrecondition(f"trace {row.id} is at revision {row.revision}, not {request.revision}")
             trace = store.load_trace(session, row)
@@ -161,9 +161,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             created_before=_time(request, "created_before"),
             trace_ids=list(request.trace_ids),
         )
-        limit, offset = _page(request.page)
+        limit, offset = page_of(request.page)
         with transaction(self.sessions) as session:
-            rows, total = store.list_trace_rows(session, _owner(request), where, limit, offset)
+            rows, total = store.list_trace_rows(session, owner_of(request), where, limit, offset)
             summaries = store.summarise(session, rows)
         return ingest_pb2.ListTracesResponse(
             traces=[summary_to_proto(summary) for summary in summaries], page_info=common_pb2.PageInfo(total=total)
@@ -172,7 +172,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     def GetTrace(self, request: Any, context: grpc.ServicerContext) -> Any:
         """One trace with steps, spans and annotations."""
         with transaction(self.sessions) as session:
-            row = store.find_trace_row(session, _owner(request), request.trace_id)
+            row = store.find_trace_row(session, owner_of(request), request.trace_id)
             trace = store.load_trace(session, row)
             annotations = list_annotations(session, [row.id])
         return ingest_pb2.GetTraceResponse(
@@ -184,12 +184,12 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     def DeleteTrace(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Delete a trace with its steps, spans and annotations."""
         with transaction(self.sessions) as session:
-            session.delete(store.find_trace_row(session, _owner(request), request.trace_id))
+            session.delete(store.find_trace_row(session, owner_of(request), request.trace_id))
         return ingest_pb2.DeleteTraceResponse()
 
     def ListTraceSources(self, request: Any, context: grpc.ServicerContext) -> Any:
         """The owner's source ids with display names and trace counts."""
-        owner_id = _owner(request)
+        owner_id = owner_of(request)
         with transaction(self.sessions) as session:
             counts = store.source_counts(session, owner_id)
             names = store.source_names(session, owner_id)
@@ -201,7 +201,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
 
     def RenameTraceSource(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Give one of the owner's source ids a display name."""
-        owner_id, name = _owner(request), request.name.strip()
+        owner_id, name = owner_of(request), request.name.strip()
         if not 1 <= len(request.source_id) <= 200:
             raise InvalidArgument("source_id", "must be 1 to 200 characters")
         if not 1 <= len(name) <= 120:
@@ -220,7 +220,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             if request.HasField("quote")
             else None,
         )
-        author = Author(_owner(request), request.author_name or _owner(request))
+        author = Author(owner_of(request), request.author_name or owner_of(request))
         with transaction(self.sessions) as session:
             row = store.find_trace_row(session, author.id, request.trace_id)
             step_id = request.step_id if request.HasField("step_id") else None
@@ -233,30 +233,24 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         if "label_error" in changes:
             changes["label_error"] = bool(changes["label_error"])
         with transaction(self.sessions) as session:
-            annotation = update_annotation(session, _owner(request), request.annotation_id, changes)
+            annotation = update_annotation(session, owner_of(request), request.annotation_id, changes)
         return ingest_pb2.UpdateAnnotationResponse(annotation=annotation_to_proto(annotation))
 
     def DeleteAnnotation(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Delete one of the owner's annotations."""
         with transaction(self.sessions) as session:
-            delete_annotation(session, _owner(request), request.annotation_id)
+            delete_annotation(session, owner_of(request), request.annotation_id)
         return ingest_pb2.DeleteAnnotationResponse()
 
     def ExportTraces(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         """The owner's traces as canonical JSONL, streamed in chunks."""
-        for chunk in exports.export_traces(self.sessions, _owner(request), list(request.trace_ids)):
+        for chunk in exports.export_traces(self.sessions, owner_of(request), list(request.trace_ids)):
             yield ingest_pb2.ExportTracesResponse(data=chunk)
 
     def ExportAnnotations(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         """The owner's annotations as JSONL, streamed in chunks."""
-        for chunk in exports.export_annotations(self.sessions, _owner(request), list(request.trace_ids)):
+        for chunk in exports.export_annotations(self.sessions, owner_of(request), list(request.trace_ids)):
             yield ingest_pb2.ExportAnnotationsResponse(data=chunk)
-
-
-def _owner(request: Any) -> str:
-    if not request.owner_id:
-        raise InvalidArgument("owner_id", "every request must name the owner it acts for")
-    return str(request.owner_id)
 
 
 def _time(request: Any, field: str) -> datetime | None:
@@ -267,13 +261,6 @@ def _optional(request: Any, field: str) -> Any:
     if field not in ("rating", "comment", "label_error", "label_error_note"):
         raise InvalidArgument(field, "cannot be changed")
     return getattr(request, field) if request.HasField(field) else None
-
-
-def _page(page: Any) -> tuple[int, int]:
-    limit = page.limit or 50
-    if not 1 <= limit <= PAGE_LIMIT_MAX or page.offset < 0:
-        raise InvalidArgument("limit", f"limit must be 1 to {PAGE_LIMIT_MAX} and offset at least 0")
-    return limit, page.offset
 
 
 def _source(owner_id: str, source_id: str, name: str, count: int) -> Any:

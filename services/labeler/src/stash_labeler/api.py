@@ -14,6 +14,7 @@ from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2, labeler_pb2_grpc
 from stash_common.db import transaction, utc_now
 from stash_common.errors import InvalidArgument, NotFound
 from stash_common.messages import struct_of, timestamp_of
+from stash_common.requests import owner_of, page_of
 from stash_labeler import store
 from stash_labeler.prm import PATTERN_NAMES, CourseCorrection, Pattern, TrajectoryEvent
 from stash_labeler.process import latest_correction, record_events
@@ -41,7 +42,6 @@ _SOURCES = {
 _PATTERN_SOURCES = {"rules": labeler_pb2.PATTERN_SOURCE_RULES, "ml": labeler_pb2.PATTERN_SOURCE_ML}
 MAX_BATCH = 500
 MAX_EVENTS_PER_CALL = 500
-PAGE_LIMIT_MAX = 500
 
 
 class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
@@ -57,14 +57,14 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
         if request.revision < 1 or not request.trace_id:
             raise InvalidArgument("revision", "an announcement names a trace and a revision of at least 1")
         with transaction(self.sessions) as session:
-            queued = store.enqueue(session, _owner(request), request.trace_id, request.revision)
+            queued = store.enqueue(session, owner_of(request), request.trace_id, request.revision)
         if queued:
             self.worker.wake()
         return labeler_pb2.AnnounceTraceRevisionResponse()
 
     def RelabelTrace(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Forget the trace's kept labels and evaluate its current revision again."""
-        owner_id = _owner(request)
+        owner_id = owner_of(request)
         revision = self._current_revision(owner_id, request.trace_id)
         with transaction(self.sessions) as session:
             store.forget_labels(session, request.trace_id)
@@ -80,7 +80,9 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
         """The saved evaluation of a revision, or of the latest one evaluated."""
         revision = request.revision if request.HasField("revision") else None
         with transaction(self.sessions) as session:
-            row = store.latest_evaluation(session, _owner(request), request.trace_id, revision, request.succeeded_only)
+            row = store.latest_evaluation(
+                session, owner_of(request), request.trace_id, revision, request.succeeded_only
+            )
             evaluation = evaluation_to_proto(row) if row is not None else None
         return labeler_pb2.GetTraceEvaluationResponse(evaluation=evaluation)
 
@@ -89,7 +91,7 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
         if len(request.trace_ids) > MAX_BATCH:
             raise InvalidArgument("trace_ids", f"at most {MAX_BATCH} per call")
         with transaction(self.sessions) as session:
-            rows = store.latest_succeeded(session, _owner(request), list(request.trace_ids))
+            rows = store.latest_succeeded(session, owner_of(request), list(request.trace_ids))
             summaries = [_summary(rows[trace_id]) for trace_id in request.trace_ids if trace_id in rows]
         return labeler_pb2.BatchGetEvaluationSummariesResponse(summaries=summaries)
 
@@ -98,18 +100,16 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
         pattern = request.pattern if request.HasField("pattern") else None
         if pattern is not None and pattern not in PATTERN_NAMES:
             raise InvalidArgument("pattern", f"unknown pattern {pattern!r}; one of {', '.join(PATTERN_NAMES)}")
-        limit = request.page.limit or 50
-        if not 1 <= limit <= PAGE_LIMIT_MAX or request.page.offset < 0:
-            raise InvalidArgument("limit", f"limit must be 1 to {PAGE_LIMIT_MAX} and offset at least 0")
+        limit, offset = page_of(request.page)
         trace_id = request.trace_id if request.HasField("trace_id") else None
         with transaction(self.sessions) as session:
-            rows, total = store.list_findings(session, _owner(request), trace_id, pattern, limit, request.page.offset)
+            rows, total = store.list_findings(session, owner_of(request), trace_id, pattern, limit, offset)
             findings = [_finding_row(row) for row in rows]
         return labeler_pb2.ListProcessPatternsResponse(findings=findings, page_info=common_pb2.PageInfo(total=total))
 
     def RecordTrajectoryEvents(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Append a live task's events; answer the course correction to splice in, or none."""
-        owner_id, events = _owner(request), _events(request)
+        owner_id, events = owner_of(request), _events(request)
         if not 1 <= len(request.task_id) <= 200:
             raise InvalidArgument("task_id", "must be 1 to 200 characters")
         try:
@@ -128,7 +128,7 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
     def GetCourseCorrection(self, request: Any, context: grpc.ServicerContext) -> Any:
         """The newest correction emitted for a task (live, or an OTLP trace id), if any."""
         with transaction(self.sessions) as session:
-            correction = latest_correction(session, _owner(request), request.task_id)
+            correction = latest_correction(session, owner_of(request), request.task_id)
         return labeler_pb2.GetCourseCorrectionResponse(
             course_correction=_correction(correction) if correction else None
         )
@@ -141,12 +141,6 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
             if error.code() == grpc.StatusCode.NOT_FOUND:
                 raise NotFound(f"trace {trace_id} not found") from None
             raise
-
-
-def _owner(request: Any) -> str:
-    if not request.owner_id:
-        raise InvalidArgument("owner_id", "every request must name the owner it acts for")
-    return str(request.owner_id)
 
 
 def _events(request: Any) -> list[TrajectoryEvent]:

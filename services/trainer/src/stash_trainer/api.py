@@ -14,6 +14,7 @@ from stash.rm.v1 import common_pb2, ingest_pb2, trainer_pb2, trainer_pb2_grpc
 from stash_common.db import transaction, utc_now
 from stash_common.errors import InvalidArgument, NotFound
 from stash_common.messages import json_of, struct_of, timestamp_of
+from stash_common.requests import owner_of
 from stash_common.storage import ObjectStore
 from stash_trainer import store
 from stash_trainer.jobs import Dispatcher
@@ -64,7 +65,7 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
 
     def CreateRewardModel(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Record a queued model for the owner's selected traces and wake the dispatchers."""
-        owner_id = _owner(request)
+        owner_id = owner_of(request)
         name = request.name.strip()
         if not 1 <= len(name) <= 200:
             raise InvalidArgument("name", "must be 1 to 200 characters")
@@ -105,13 +106,13 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
     def ListRewardModels(self, request: Any, context: grpc.ServicerContext) -> Any:
         """The owner's models, newest first."""
         with transaction(self.sessions) as session:
-            models = [model_to_proto(row) for row in store.list_models(session, _owner(request))]
+            models = [model_to_proto(row) for row in store.list_models(session, owner_of(request))]
         return trainer_pb2.ListRewardModelsResponse(reward_models=models)
 
     def GetRewardModel(self, request: Any, context: grpc.ServicerContext) -> Any:
         """One model with its trace ids and feedback report."""
         with transaction(self.sessions) as session:
-            row = store.find_model(session, _owner(request), request.reward_model_id)
+            row = store.find_model(session, owner_of(request), request.reward_model_id)
             detail = trainer_pb2.RewardModelDetail(reward_model=model_to_proto(row), trace_ids=list(row.trace_ids))
             if row.feedback is not None:
                 detail.feedback.CopyFrom(trainer_pb2.FeedbackReport(findings=[_finding(item) for item in row.feedback]))
@@ -120,7 +121,7 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
     def RetryRewardModel(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Queue a failed model again with the same id and traces."""
         with transaction(self.sessions) as session:
-            row = store.retry(session, _owner(request), request.reward_model_id)
+            row = store.retry(session, owner_of(request), request.reward_model_id)
             message = model_to_proto(row)
         self.dispatcher.wake()
         return trainer_pb2.RetryRewardModelResponse(reward_model=message)
@@ -128,7 +129,7 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
     def GetWeightsUrl(self, request: Any, context: grpc.ServicerContext) -> Any:
         """A five-minute signed download of the checkpoint archive; not found until the model succeeded."""
         with transaction(self.sessions) as session:
-            row = store.find_model(session, _owner(request), request.reward_model_id)
+            row = store.find_model(session, owner_of(request), request.reward_model_id)
             key = row.artifact_key if row.status == store.SUCCEEDED else None
         if key is None:
             raise NotFound(f"reward model {request.reward_model_id} has no weights yet (it is {row.status})")
@@ -138,7 +139,7 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
 
     def ExportPairs(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         """The owner's recorded training pairs as JSONL (`{chosen, rejected, trace_ids, granularity, action_type}`)."""
-        owner_id = _owner(request)
+        owner_id = owner_of(request)
         model_id = request.reward_model_id if request.HasField("reward_model_id") else None
         with transaction(self.sessions) as session:
             if model_id is not None:
@@ -195,15 +196,9 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
             raise NotFound(f"trace {missing} not found")
 
 
-def _owner(request: Any) -> str:
-    if not request.owner_id:
-        raise InvalidArgument("owner_id", "every request must name the owner it acts for")
-    return str(request.owner_id)
-
-
 def _reporting_job(session: Session, request: Any) -> store.RewardModelRow:
     row = store.running_job(session, request.reward_model_id, request.job_id)
-    if row.owner_id != _owner(request):
+    if row.owner_id != owner_of(request):
         raise NotFound(f"reward model {request.reward_model_id} not found")
     return row
 
