@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -13,7 +15,8 @@ def open_channel(address: str) -> grpc.Channel:
 
 def check_health(channel: grpc.Channel, service: str = "", timeout_s: float = 2.0) -> str:
     """The peer's health status name (SERVING, NOT_SERVING, …), or UNREACHABLE when it does not answer."""
-    stub = health_pb2_grpc.HealthStub(channel)
+    # typeshed's HealthStub declares no methods (grpc attaches them per channel), hence Any.
+    stub: Any = health_pb2_grpc.HealthStub(channel)
     try:
         response = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
     except grpc.RpcError as error:

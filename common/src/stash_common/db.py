@@ -17,8 +17,10 @@ from typing import Any
 import orjson
 from alembic import command, context
 from alembic.config import Config
-from sqlalchemy import JSON, Engine, Table, create_engine, event
+from sqlalchemy import JSON, Engine, MetaData, Table, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
+
+from stash_common.errors import ConfigError
 
 
 def utc_now() -> datetime:
@@ -84,7 +86,9 @@ def insert_rows(session: Session, table: Table, rows: Sequence[Mapping[str, Any]
     columns = list(rows[0])
     json_columns = {column.name for column in table.columns if isinstance(column.type, JSON)}
     encoders = [_json_text if name in json_columns else None for name in columns]
-    cursor = session.connection().connection.driver_connection.cursor()
+    driver = session.connection().connection.driver_connection
+    assert driver is not None, "a live session always has a driver connection"
+    cursor = driver.cursor()
     with cursor.copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(
@@ -121,9 +125,12 @@ def downgrade(service: str, migrations_dir: Path, url: str, revision: str = "bas
     command.downgrade(alembic_config(service, migrations_dir, url), revision)
 
 
-def run_migrations(config: Config, target_metadata) -> None:  # type: ignore[no-untyped-def]
+def run_migrations(config: Config, target_metadata: MetaData) -> None:
     """The body of every service's `migrations/env.py` (online mode only)."""
-    engine = create_engine(config.get_main_option("sqlalchemy.url"))
+    url = config.get_main_option("sqlalchemy.url")
+    if url is None:
+        raise ConfigError("the Alembic configuration has no sqlalchemy.url; run migrations through upgrade()")
+    engine = create_engine(url)
     with engine.connect() as connection:
         context.configure(
             connection=connection,
