@@ -38,53 +38,10 @@ def signed_query(url: str) -> tuple[str, str, str]:
     return key, query["expires"][0], query["signature"][0]
 
 
-def test_get_returns_bytes_after_put(store: LocalObjectStore) -> None:
-    store.put("models/7/checkpoint.tar", b"\x00weights\xff")
-    assert store.get("models/7/checkpoint.tar") == b"\x00weights\xff"
-
-
-def test_put_replaces_object_when_key_exists(store: LocalObjectStore) -> None:
-    store.put("jobs/1/spec.json", b"old")
-    store.put("jobs/1/spec.json", b"new")
-    assert store.get("jobs/1/spec.json") == b"new"
-
-
 def test_put_leaves_no_temporary_files_when_done(store: LocalObjectStore) -> None:
     store.put("jobs/1/spec.json", b"{}")
     store.put_file("jobs/1/pairs.jsonl", _write(store.root.parent / "pairs.jsonl", b"[]"))
     assert sorted(p.name for p in (store.root / "jobs/1").iterdir()) == ["pairs.jsonl", "spec.json"]
-
-
-def test_download_writes_object_when_put_from_file(store: LocalObjectStore, tmp_path: Path) -> None:
-    source = _write(tmp_path / "archive.tar", b"checkpoint" * 1000)
-    store.put_file("models/3/checkpoint.tar", source)
-    target = tmp_path / "out" / "nested" / "checkpoint.tar"
-    store.download("models/3/checkpoint.tar", target)
-    assert target.read_bytes() == source.read_bytes()
-
-
-def test_get_raises_not_found_when_key_missing(store: LocalObjectStore) -> None:
-    with pytest.raises(NotFound, match="models/404/checkpoint.tar"):
-        store.get("models/404/checkpoint.tar")
-
-
-def test_download_raises_not_found_when_key_missing(store: LocalObjectStore, tmp_path: Path) -> None:
-    with pytest.raises(NotFound, match="missing.bin"):
-        store.download("missing.bin", tmp_path / "missing.bin")
-    assert not (tmp_path / "missing.bin").exists()
-
-
-def test_exists_follows_put_and_delete(store: LocalObjectStore) -> None:
-    assert not store.exists("a/b.txt")
-    store.put("a/b.txt", b"x")
-    assert store.exists("a/b.txt")
-    store.delete("a/b.txt")
-    assert not store.exists("a/b.txt")
-
-
-def test_delete_succeeds_when_key_missing(store: LocalObjectStore) -> None:
-    store.delete("never/stored.txt")
-    store.delete("never/stored.txt")
 
 
 def test_exists_is_false_when_key_is_a_directory(store: LocalObjectStore) -> None:
