@@ -46,17 +46,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory, module_postgres_url: str) ->
         yield running
 
 
-@pytest.fixture(scope="module")
-def key(stack: RunningStack) -> str:
-    return stack.create_user("agent-owner")
-
-
-@pytest.fixture(scope="module")
-def api(stack: RunningStack, key: str) -> Iterator[httpx.Client]:
-    with stack.client(key) as client:
-        yield client
-
-
 def _receiver(stack: RunningStack) -> str:
     return f"{stack.api_url}/otel/v1/traces"
 

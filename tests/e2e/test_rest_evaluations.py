@@ -28,18 +28,6 @@ def stack(
         yield s
 
 
-@pytest.fixture(scope="module")
-def alice(stack: RunningStack) -> Iterator[httpx.Client]:
-    with stack.client(stack.create_user("alice")) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def bob(stack: RunningStack) -> Iterator[httpx.Client]:
-    with stack.client(stack.create_user("bob")) as client:
-        yield client
-
-
 def _accepted_refund() -> str:
     trace = orjson.loads(stash_line("accepted-refund"))
     trace["steps"].append({"role": "user", "content": "Great, thanks a lot!"})

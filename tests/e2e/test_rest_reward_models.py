@@ -73,18 +73,6 @@ def stack(
         yield running
 
 
-@pytest.fixture(scope="module")
-def alice(stack: RunningStack) -> Iterator[httpx.Client]:
-    with stack.client(stack.create_user("alice")) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def bob(stack: RunningStack) -> Iterator[httpx.Client]:
-    with stack.client(stack.create_user("bob")) as client:
-        yield client
-
-
 def _rated_traces(client: httpx.Client, count: int) -> list[str]:
     """Traces whose lookup call is rated + and whose answer is rated −: one explicit pair each."""
     trace_ids = []

@@ -29,18 +29,6 @@ def stack(
         yield running
 
 
-@pytest.fixture(scope="module")
-def alice(stack: RunningStack) -> Iterator[httpx.Client]:
-    with stack.client(stack.create_user("alice")) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def bob(stack: RunningStack) -> Iterator[httpx.Client]:
-    with stack.client(stack.create_user("bob")) as client:
-        yield client
-
-
 def _import(client: httpx.Client, data: str, **fields: Any) -> httpx.Response:
     return client.post("/traces/import", json={"format": "auto", "data": data, **fields})
 

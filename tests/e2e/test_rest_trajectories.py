@@ -27,17 +27,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
 
 
 @pytest.fixture(scope="module")
-def key(stack: RunningStack) -> str:
-    return stack.create_user("agent-owner")
-
-
-@pytest.fixture(scope="module")
-def api(stack: RunningStack, key: str) -> Iterator[httpx.Client]:
-    with stack.client(key) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def other(stack: RunningStack) -> Iterator[httpx.Client]:
     with stack.client(stack.create_user("someone-else")) as client:
         yield client
