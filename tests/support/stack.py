@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import signal
 import subprocess
 import sys
@@ -56,8 +57,10 @@ def read_until(process: subprocess.Popen[str], marker: str, timeout_s: float = 9
 
 
 def cluster_env(postgres_url: str, redis_url: str) -> dict[str, str]:
-    """The cluster profile with every service's PostgreSQL and Redis settings (one database for all)."""
-    env = {"STASH_PROFILE": "cluster"}
+    """The cluster profile with every service's PostgreSQL and Redis settings (one database for all),
+    and the admin key an operator would set from a Secret, given to the gateway and the CLI alike."""
+    admin_key = secrets.token_urlsafe(32)
+    env = {"STASH_PROFILE": "cluster", "STASH_GATEWAY_ADMIN_KEY": admin_key, "STASH_ADMIN_KEY": admin_key}
     for service in ("gateway", "ingest", "labeler", "trainer"):
         env[f"STASH_{service.upper()}_DATABASE_URL"] = postgres_url
     for service in ("labeler", "trainer"):

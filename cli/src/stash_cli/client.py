@@ -1,48 +1,62 @@
-"""A small REST client of the gateway for the command line (imports, session uploads)."""
+"""Small REST clients of the gateway for the command line: one transport, one error type.
+
+The CLI reaches services only through the gateway's HTTP API; every refusal becomes an
+`ApiError` that names the HTTP status and the gateway's reason, and a gateway that does not
+answer becomes one that says how to start it.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import httpx
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from stash_common.errors import ConfigError
 
-
-class ClientSettings(BaseSettings):
-    """Where the gateway is and which key to use (`STASH_URL`, `STASH_API_KEY`)."""
-
-    model_config = SettingsConfigDict(env_prefix="STASH_", extra="ignore")
-
-    url: str = Field("http://127.0.0.1:8000", description="the gateway's base URL")
-    api_key: str | None = Field(None, description="an API key from `stash-rm users create` or `keys create`")
+RM_PREFIX = "/api/v1/rm"
 
 
 class ApiError(Exception):
-    """The gateway refused a request; the message carries its status and reason."""
+    """The gateway refused a request (or did not answer: `status_code` is None)."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
 
 
-class GatewayClient:
-    """Authenticated calls to `/api/v1/rm`."""
+class ApiClient:
+    """JSON calls under one prefix of the gateway, with a bearer credential."""
 
-    def __init__(self, url: str, api_key: str | None, timeout_s: float = 600.0) -> None:
-        if not api_key:
-            raise ConfigError("STASH_API_KEY is not set (an API key from `stash-rm users create`); or pass --key")
+    def __init__(self, url: str, prefix: str, secret: str, timeout_s: float) -> None:
         self.url = url.rstrip("/")
-        headers = {"Authorization": f"Bearer {api_key}"}
-        self.http = httpx.Client(base_url=self.url + "/api/v1/rm", headers=headers, timeout=timeout_s)
+        headers = {"Authorization": f"Bearer {secret}"}
+        self.http = httpx.Client(base_url=self.url + prefix, headers=headers, timeout=timeout_s)
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         """The JSON answer, or ApiError naming the status and the gateway's reason."""
         try:
             response = self.http.request(method, path, **kwargs)
         except httpx.TransportError as error:
-            raise ApiError(f"cannot reach the gateway at {self.http.base_url}: {error}") from None
+            raise ApiError(
+                f"cannot reach the gateway at {self.url} ({error}); start it with `stash-rm up`, "
+                "or point STASH_URL (--url) at a running one"
+            ) from None
         if response.is_error:
-            raise ApiError(f"HTTP {response.status_code}: {_reason(response)}")
+            raise ApiError(f"HTTP {response.status_code}: {_reason(response)}", response.status_code)
         return response.json() if response.content else None
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.http.close()
+
+
+class GatewayClient(ApiClient):
+    """Calls to `/api/v1/rm` with a user's API key."""
+
+    def __init__(self, url: str, api_key: str | None, timeout_s: float = 600.0) -> None:
+        if not api_key:
+            raise ConfigError("STASH_API_KEY is not set (an API key from `stash-rm users create`); or pass --key")
+        super().__init__(url, RM_PREFIX, api_key, timeout_s)
 
     def health(self) -> dict[str, Any]:
         """The gateway's /healthz answer (200 or 503 alike)."""
@@ -52,10 +66,6 @@ class GatewayClient:
         """POST /traces/import."""
         body = {"format": format_name, "data": data, "source_id": source_id}
         return self.call("POST", "/traces/import", json=body)
-
-    def close(self) -> None:
-        """Close the connection pool."""
-        self.http.close()
 
 
 def _reason(response: httpx.Response) -> str:

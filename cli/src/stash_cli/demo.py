@@ -1,6 +1,6 @@
 """The main job on the embedded profile, run against a started local stack.
 
-It creates a user and an API key, shows every service healthy through the gateway,
+It creates a user and an API key through the gateway's admin routes, shows every service healthy through the gateway,
 imports the sample traces shipped with the CLI (several formats, tool calls, user
 reactions), waits for the labeler to label and score each one, prints every trace
 with its automatic score and outcome, then trains a reward model on the samples'
@@ -11,16 +11,17 @@ its metrics.
 from __future__ import annotations
 
 import time
+from contextlib import closing
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from stash_cli.accounts import create_key_for, create_user_with_key
-from stash_cli.client import GatewayClient
+from stash_cli.accounts import AdminClient
+from stash_cli.client import ApiError, GatewayClient
 from stash_cli.stack import Layout
-from stash_common.errors import AlreadyExists
 
 DEMO_USER = "demo"
 SAMPLES_DIR = Path(__file__).parent / "samples"
@@ -40,17 +41,20 @@ METRICS_SHOWN = (
 )
 
 
-def demo_key() -> str:
+def demo_key(admin: AdminClient) -> str:
     """A full-access key of the demo user, creating the user on the first run."""
     try:
-        return create_user_with_key(DEMO_USER)[1]
-    except AlreadyExists:
-        return create_key_for(DEMO_USER, "demo", read_only=False)[1]
+        return admin.create_user(DEMO_USER)["key"]["key"]
+    except ApiError as error:
+        if error.status_code != HTTPStatus.CONFLICT:  # 409: the demo user exists from an earlier run
+            raise
+    return admin.create_key(DEMO_USER, "demo", read_only=False)["key"]
 
 
-def run_demo(layout: Layout, console: Console) -> None:
-    """Create the demo account, check the stack, import the samples and show them."""
-    key = demo_key()
+def run_demo(layout: Layout, admin_key: str, console: Console) -> None:
+    """Create the demo account through the admin routes, check the stack, import the samples and show them."""
+    with closing(AdminClient(layout.gateway_url, admin_key)) as admin:
+        key = demo_key(admin)
     client = GatewayClient(layout.gateway_url, key)
     try:
         _show_health(client, console)

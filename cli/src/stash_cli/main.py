@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from stash_cli.accounts import create_key_for, create_user_with_key, switch_reward_models
-from stash_cli.client import ApiError, ClientSettings, GatewayClient
+from stash_cli.accounts import AdminClient, read_admin_key
+from stash_cli.client import ApiError, GatewayClient
 from stash_cli.demo import run_demo
 from stash_cli.sessions import CLAUDE_CODE_DIR, CODEX_DIR, find_sessions
+from stash_cli.settings import CliSettings
 from stash_cli.stack import GRPC_SERVICES, Layout, Stack, StackError, gateway_health, grpc_health, read_layout
-from stash_common.errors import ConfigError, StashError
-from stash_common.settings import SERVICE_NAMES
+from stash_common.errors import ConfigError
+from stash_common.settings import SERVICE_NAMES, load
 
 app = typer.Typer(help="Stash RM: learn reward models and better agents from AI-agent traces.", no_args_is_help=True)
 users_app = typer.Typer(help="Manage users.", no_args_is_help=True)
@@ -32,9 +35,19 @@ app.add_typer(sessions_app, name="sessions")
 console = Console(soft_wrap=True)
 errors = Console(stderr=True, soft_wrap=True)
 
-_client_defaults = ClientSettings()
-Url = Annotated[str, typer.Option("--url", help="The gateway's base URL (STASH_URL).")]
+Url = Annotated[
+    str | None,
+    typer.Option("--url", help="The gateway's base URL (STASH_URL; default: the local gateway).", show_default=False),
+]
 Key = Annotated[str | None, typer.Option("--key", help="An API key (STASH_API_KEY).", show_default=False)]
+AdminKey = Annotated[
+    str | None,
+    typer.Option(
+        "--admin-key",
+        help="The gateway's admin key (STASH_ADMIN_KEY; embedded default: admin.key in the data dir).",
+        show_default=False,
+    ),
+]
 DataDir = Annotated[
     Path | None, typer.Option("--data-dir", help="Directory for the embedded profile's files (STASH_DATA_DIR).")
 ]
@@ -50,15 +63,22 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(code=1)
 
 
-@app.command()
-def serve(name: Annotated[str, typer.Argument(help=f"One of: {', '.join(SERVICE_NAMES)}.")]) -> None:
-    """Run one service in this process until SIGTERM or Ctrl-C."""
-    if name not in SERVICE_NAMES:
-        raise _fail(f"unknown service {name!r}; choose one of: {', '.join(SERVICE_NAMES)}")
+def _settings(**given: Any) -> CliSettings:
+    """The CLI's settings; options given on the command line win over the environment."""
     try:
-        importlib.import_module(f"stash_{name}.main").main()
+        return load(CliSettings, **{name: value for name, value in given.items() if value is not None})
     except ConfigError as error:
         raise _fail(str(error)) from None
+
+
+@app.command()
+def serve(name: Annotated[str, typer.Argument(help=f"One of: {', '.join(SERVICE_NAMES)}.")]) -> None:
+    """Run one service until SIGTERM or Ctrl-C: this process becomes `python -m stash_<name>`."""
+    if name not in SERVICE_NAMES:
+        raise _fail(f"unknown service {name!r}; choose one of: {', '.join(SERVICE_NAMES)}")
+    # exec, not import: the CLI depends on no service package, and the pid stays the same,
+    # so a pod's signals reach the service itself.
+    os.execv(sys.executable, [sys.executable, "-m", f"stash_{name}"])
 
 
 @app.command()
@@ -74,7 +94,7 @@ def up(data_dir: DataDir = None) -> None:
         )
         console.print(
             f"OTLP: {stack.layout.gateway_url}/api/v1/rm/otel (http/protobuf, http/json), "
-            f"grpc 127.0.0.1:{stack.layout.gateway.otlp_grpc_port}"
+            f"grpc 127.0.0.1:{stack.layout.otlp_grpc_port}"
         )
         console.print("Press Ctrl-C to stop.")
         while True:
@@ -114,7 +134,10 @@ def _start_stack() -> Stack:
 def status(data_dir: DataDir = None) -> None:
     """Show each service's health; exits 1 unless everything is SERVING."""
     _use_data_dir(data_dir)
-    layout = read_layout()
+    try:
+        layout = read_layout()
+    except ConfigError as error:
+        raise _fail(str(error)) from None
     if not _print_health(layout):
         raise typer.Exit(code=1)
 
@@ -142,37 +165,53 @@ def _pid(path: Path) -> str:
     return path.read_text().strip() if path.exists() else "-"
 
 
-@users_app.command("create")
-def users_create(name: str, data_dir: DataDir = None) -> None:
-    """Create a user and print a full-access API key for it (shown only this once)."""
+@contextmanager
+def _admin(data_dir: Path | None, url: str | None, secret: str | None) -> Iterator[AdminClient]:
+    """An admin client of the gateway; a refusal or a missing credential ends the command with its reason."""
     _use_data_dir(data_dir)
+    settings = _settings(url=url, admin_key=secret)
     try:
-        user, secret = create_user_with_key(name)
-    except (StashError, ConfigError) as error:
+        with closing(AdminClient(settings.gateway_url, read_admin_key(settings))) as client:
+            yield client
+    except (ApiError, ConfigError) as error:
         raise _fail(str(error)) from None
-    console.print(f"user {user.name} ({user.id})")
-    console.print(f"API key (full access, shown once): [bold]{secret}[/bold]")
+
+
+@users_app.command("create")
+def users_create(name: str, data_dir: DataDir = None, url: Url = None, admin_key: AdminKey = None) -> None:
+    """Create a user and print a full-access API key for it (shown only this once)."""
+    with _admin(data_dir, url, admin_key) as admin:
+        user = admin.create_user(name)
+    console.print(f"user {user['name']} ({user['id']})")
+    console.print(f"API key (full access, shown once): [bold]{user['key']['key']}[/bold]")
 
 
 @users_app.command("disable")
-def users_disable(user: Annotated[str, typer.Argument(help="User name or id.")], data_dir: DataDir = None) -> None:
+def users_disable(
+    user: Annotated[str, typer.Argument(help="User name or id.")],
+    data_dir: DataDir = None,
+    url: Url = None,
+    admin_key: AdminKey = None,
+) -> None:
     """Switch the reward-model API off for a user (their data stays; their keys get 403)."""
-    _switch(user, False, data_dir)
+    _switch(user, False, data_dir, url, admin_key)
 
 
 @users_app.command("enable")
-def users_enable(user: Annotated[str, typer.Argument(help="User name or id.")], data_dir: DataDir = None) -> None:
+def users_enable(
+    user: Annotated[str, typer.Argument(help="User name or id.")],
+    data_dir: DataDir = None,
+    url: Url = None,
+    admin_key: AdminKey = None,
+) -> None:
     """Switch the reward-model API back on for a user."""
-    _switch(user, True, data_dir)
+    _switch(user, True, data_dir, url, admin_key)
 
 
-def _switch(user: str, enabled: bool, data_dir: Path | None) -> None:
-    _use_data_dir(data_dir)
-    try:
-        found = switch_reward_models(user, enabled)
-    except (StashError, ConfigError) as error:
-        raise _fail(str(error)) from None
-    console.print(f"reward models {'enabled' if enabled else 'disabled'} for {found.name} ({found.id})")
+def _switch(user: str, enabled: bool, data_dir: Path | None, url: str | None, secret: str | None) -> None:
+    with _admin(data_dir, url, secret) as admin:
+        found = admin.switch_reward_models(user, enabled)
+    console.print(f"reward models {'enabled' if enabled else 'disabled'} for {found['name']} ({found['id']})")
 
 
 @keys_app.command("create")
@@ -181,15 +220,14 @@ def keys_create(
     name: Annotated[str, typer.Option(help="What the key is for.")] = "cli",
     read_only: Annotated[bool, typer.Option("--read-only", help="The key can read but not change data.")] = False,
     data_dir: DataDir = None,
+    url: Url = None,
+    admin_key: AdminKey = None,
 ) -> None:
     """Create an API key for a user and print it (shown only this once)."""
-    _use_data_dir(data_dir)
-    try:
-        key, secret = create_key_for(user, name, read_only)
-    except (StashError, ConfigError) as error:
-        raise _fail(str(error)) from None
-    access = "read-only" if key.read_only else "full access"
-    console.print(f"API key {key.id} ({access}, shown once): [bold]{secret}[/bold]")
+    with _admin(data_dir, url, admin_key) as admin:
+        key = admin.create_key(user, name, read_only)
+    access = "read-only" if key["read_only"] else "full access"
+    console.print(f"API key {key['id']} ({access}, shown once): [bold]{key['key']}[/bold]")
 
 
 @app.command()
@@ -198,7 +236,9 @@ def demo(data_dir: DataDir = None) -> None:
     _use_data_dir(data_dir)
     stack = _start_stack()
     try:
-        run_demo(stack.layout, console)
+        run_demo(stack.layout, read_admin_key(_settings()), console)
+    except (ApiError, ConfigError) as error:
+        raise _fail(str(error)) from None
     finally:
         stack.stop()
     console.print("[green]Done.[/green]")
@@ -209,8 +249,8 @@ def import_files(
     files: Annotated[list[Path], typer.Argument(help="Trace files to import.", exists=True, dir_okay=False)],
     format_name: Annotated[str, typer.Option("--format", help="A format name from GET /formats, or auto.")] = "auto",
     source_id: Annotated[str | None, typer.Option("--source-id", help="Source id for every trace.")] = None,
-    url: Url = _client_defaults.url,
-    key: Key = _client_defaults.api_key,
+    url: Url = None,
+    key: Key = None,
 ) -> None:
     """Import trace files through the gateway, one request per file (each all or nothing)."""
     failures = _upload([(path, format_name) for path in files], url, key, source_id)
@@ -222,8 +262,8 @@ def import_files(
 def sessions_import(
     claude_dir: Annotated[Path, typer.Option(help="Claude Code projects directory.")] = CLAUDE_CODE_DIR,
     codex_dir: Annotated[Path, typer.Option(help="Codex sessions directory.")] = CODEX_DIR,
-    url: Url = _client_defaults.url,
-    key: Key = _client_defaults.api_key,
+    url: Url = None,
+    key: Key = None,
 ) -> None:
     """Upload every local Claude Code and Codex session; a longer snapshot of a session appends to it."""
     sessions = find_sessions(claude_dir, codex_dir)
@@ -234,10 +274,11 @@ def sessions_import(
         raise typer.Exit(code=1)
 
 
-def _upload(items: list[tuple[Path, str]], url: str, key: str | None, source_id: str | None) -> int:
+def _upload(items: list[tuple[Path, str]], url: str | None, key: str | None, source_id: str | None) -> int:
     """Upload each file with a progress bar; returns how many failed (each failure is printed)."""
+    settings = _settings(url=url, api_key=key)
     try:
-        client = GatewayClient(url, key)
+        client = GatewayClient(settings.gateway_url, settings.api_key)
     except ConfigError as error:
         raise _fail(str(error)) from None
     failures = imported = 0

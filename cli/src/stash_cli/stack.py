@@ -17,22 +17,11 @@ from pathlib import Path
 
 import httpx
 
+from stash_cli.settings import CliSettings
 from stash_common.channels import check_health, open_channel
-from stash_common.settings import ServiceSettings, load
-from stash_gateway.settings import GatewaySettings
-from stash_gepa.settings import GepaSettings
-from stash_ingest.settings import IngestSettings
-from stash_labeler.settings import LabelerSettings
-from stash_scorer.settings import ScorerSettings
-from stash_trainer.settings import TrainerSettings
+from stash_common.settings import DEFAULT_GRPC_PORTS, load
 
-GRPC_SERVICES: dict[str, type[ServiceSettings]] = {
-    "ingest": IngestSettings,
-    "labeler": LabelerSettings,
-    "trainer": TrainerSettings,
-    "scorer": ScorerSettings,
-    "gepa": GepaSettings,
-}
+GRPC_SERVICES: tuple[str, ...] = tuple(DEFAULT_GRPC_PORTS)
 
 
 class StackError(RuntimeError):
@@ -45,12 +34,8 @@ class Layout:
 
     data_dir: Path
     grpc_ports: dict[str, int]
-    gateway: GatewaySettings
-
-    @property
-    def gateway_url(self) -> str:
-        """The gateway's base URL as a local client reaches it."""
-        return f"http://127.0.0.1:{self.gateway.port}"
+    gateway_url: str
+    otlp_grpc_port: int
 
     def address(self, service: str) -> str:
         """host:port of a gRPC service, as reached on this machine."""
@@ -67,9 +52,13 @@ class Layout:
 
 def read_layout() -> Layout:
     """The ports and data directory from the environment (or the embedded defaults)."""
-    gateway = load(GatewaySettings)
-    ports = {name: load(settings_cls).port for name, settings_cls in GRPC_SERVICES.items()}
-    return Layout(data_dir=gateway.data_dir.resolve(), grpc_ports=ports, gateway=gateway)
+    settings = load(CliSettings)
+    return Layout(
+        data_dir=settings.data_dir.resolve(),
+        grpc_ports={name: settings.grpc_port(name) for name in GRPC_SERVICES},
+        gateway_url=settings.local_gateway_url,
+        otlp_grpc_port=settings.otlp_grpc_port,
+    )
 
 
 @dataclass

@@ -27,6 +27,7 @@ DEFAULT_GRPC_PORTS: dict[str, int] = {
     "gepa": 50055,
 }
 DEFAULT_GATEWAY_PORT = 8000
+DEFAULT_OTLP_GRPC_PORT = 4317  # the gateway's OTLP/gRPC receiver, the OpenTelemetry default
 
 _CLUSTER_REQUIRED = "cluster_required"
 
@@ -37,6 +38,9 @@ def cluster_required(env: str, description: str) -> Any:
         None,
         validation_alias=env,
         description=description,
+        # None is a placeholder, not a value: the profile check below fills it in or refuses to start, so a field
+        # can be typed as it is once loaded (`database_url: str`).
+        validate_default=False,
         json_schema_extra={_CLUSTER_REQUIRED: True, "env": env},
     )
 

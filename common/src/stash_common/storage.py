@@ -24,6 +24,8 @@ from stash_common.errors import ConfigError, InvalidArgument, NotFound, Permissi
 
 MAX_KEY_LENGTH = 1024  # S3's own limit, so keys stay portable between backends
 SIGNING_KEY_FILE = "signing.key"
+# The embedded gateway's admin credential, beside the signing key in the data directory; the CLI reads it.
+ADMIN_KEY_FILE = "admin.key"
 ARTIFACTS_ROUTE = "/api/v1/rm/artifacts"
 
 _KEY_CHARS = re.compile(r"[A-Za-z0-9._/-]+")
@@ -111,8 +113,7 @@ def load_signing_key(data_dir: Path, configured: str | None) -> bytes:
     if configured:
         return _decode_configured_key(configured)
     path = data_dir / SIGNING_KEY_FILE
-    if not path.exists():
-        _create_signing_key_file(path)
+    create_secret_file(path)
     return _read_signing_key_file(path)
 
 
@@ -123,11 +124,14 @@ def _decode_configured_key(configured: str) -> bytes:
         return configured.encode()
 
 
-def _create_signing_key_file(path: Path) -> None:
+def create_secret_file(path: Path) -> None:
+    """Write 256 random bits as hex to `path` (mode 0600), unless a file is already there."""
+    if path.exists():
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     # mkstemp creates the file with mode 0600; linking it into place fails if another process
     # won the race, so nobody ever reads a half-written key.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".signing-")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".secret-")
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(secrets.token_hex(32))

@@ -1,3 +1,4 @@
+from stash_common.entrypoint import run
 from stash_scorer.main import main
 
-main()
+run(main)
