@@ -12,28 +12,12 @@ import httpx
 import orjson
 import pytest
 
+from stash_common.training_metrics import TRAINING_METRIC_KEYS
 from support.ingest import stash_line
 from support.stack import RunningStack, cluster_env, running_stack
 
 TRAINING_WAIT_S = 240
 S3_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
-METRIC_FIELDS = {
-    "train_pairs",
-    "eval_pairs",
-    "eval_accuracy",
-    "eval_split",
-    "excluded_cross_trace_pairs",
-    "action_scoring_version",
-    "action_train_pairs",
-    "action_eval_pairs",
-    "action_eval_accuracy",
-    "tool_eval_pairs",
-    "tool_eval_accuracy",
-    "final_loss",
-    "epochs",
-    "device",
-    "seconds",
-}
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +95,7 @@ def trained(alice: httpx.Client) -> dict[str, Any]:
 def test_a_model_trains_on_explicit_ratings(trained: dict[str, Any]) -> None:
     assert trained["status"] == "succeeded", trained["error"]
     metrics = trained["metrics"]
-    assert set(metrics) == METRIC_FIELDS
+    assert set(metrics) == TRAINING_METRIC_KEYS
     # Each trace's + and − actions make one pair within the trace; the 4 × 4 cross pairs span traces.
     assert trained["num_pairs"] == 16
     assert metrics["train_pairs"] + metrics["eval_pairs"] + metrics["excluded_cross_trace_pairs"] == 16

@@ -119,5 +119,11 @@ class Unavailable(StashError):
     permanent = False
 
 
+class Unimplemented(StashError):
+    """The API declares this call but the service does not perform it yet; the message says which issue builds it."""
+
+    code = Code.UNIMPLEMENTED
+
+
 class ConfigError(Exception):
     """A configuration value is missing or invalid; the message names the environment variable."""

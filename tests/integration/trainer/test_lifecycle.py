@@ -1,7 +1,9 @@
 """The reward-model lifecycle on PostgreSQL: claims, retries, remote job reports and the recovery sweep."""
 
+import json
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -15,6 +17,7 @@ from stash_common.db import make_engine, make_sessions, transaction, upgrade, ut
 from stash_common.errors import FailedPrecondition
 from stash_common.server import start
 from stash_common.storage import LocalObjectStore
+from stash_common.training_metrics import TRAINING_METRIC_KEYS
 from stash_trainer import store
 from stash_trainer.api import TrainerServicer
 from stash_trainer.jobs import Dispatcher, JobSettings
@@ -141,7 +144,7 @@ def test_a_remote_job_reports_progress_and_completes(sessions: Any, trainer: Any
             reward_model_id=model_id,
             job_id=job_id,
             status=common_pb2.JOB_STATUS_SUCCEEDED,
-            metrics=_metrics(train_pairs=10),
+            metrics=_metrics(**{**dict.fromkeys(TRAINING_METRIC_KEYS), "train_pairs": 10}),
             artifact_key=f"reward-models/{OWNER}/{model_id}.tar.gz",
         ),
         timeout=10,
@@ -170,3 +173,47 @@ def test_reports_from_a_superseded_launch_are_refused(sessions: Any, trainer: An
             trainer_pb2.GetRewardModelRequest(owner_id="owner-b", reward_model_id=model_id), timeout=10
         )
     assert other_owner.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_remote_job_reporting_other_metric_keys_is_refused_and_keeps_running(sessions: Any, trainer: Any) -> None:
+    model_id = _queued(sessions)
+    with transaction(sessions) as session:
+        job_id = store.claim(session, model_id)
+
+    with pytest.raises(grpc.RpcError) as raised:
+        trainer.CompleteJob(
+            trainer_pb2.CompleteJobRequest(
+                owner_id=OWNER,
+                reward_model_id=model_id,
+                job_id=job_id,
+                status=common_pb2.JOB_STATUS_SUCCEEDED,
+                metrics=_metrics(train_pairs=10, loss=0.5),
+                artifact_key=f"reward-models/{OWNER}/{model_id}.tar.gz",
+            ),
+            timeout=10,
+        )
+
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "missing action_eval_accuracy," in raised.value.details() and "unknown loss" in raised.value.details()
+    with transaction(sessions) as session:
+        assert session.get(store.RewardModelRow, model_id).status == "running"
+
+
+def test_a_local_result_with_other_metric_keys_fails_the_model(sessions: Any, tmp_path: Path) -> None:
+    model_id = _queued(sessions)
+    with transaction(sessions) as session:
+        job_id = store.claim(session, model_id)
+    job_dir = tmp_path / "jobs" / job_id
+    job_dir.mkdir(parents=True)
+    (job_dir / "result.json").write_text(json.dumps({"metrics": {"train_pairs": 10}}))
+    objects = LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32)
+    dispatcher = Dispatcher(
+        sessions, None, objects, LocalSubprocessLauncher(), InProcessWakeups(), JobSettings(tmp_path / "jobs")
+    )
+
+    dispatcher.finish(model_id, job_id, job_dir)
+
+    with transaction(sessions) as session:
+        row = session.get(store.RewardModelRow, model_id)
+        assert (row.status, row.metrics, row.artifact_key) == ("failed", None, None)
+        assert row.error.startswith("the worker's result.json is unusable: metrics: missing action_eval_accuracy,")

@@ -10,12 +10,13 @@ from stash.rm.v1 import gepa_pb2, gepa_pb2_grpc
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
+from stash_gepa.api import GepaServicer
 from stash_gepa.settings import GepaSettings
 
 
 def register(server: grpc.Server) -> Sequence[str]:
-    """Add the gepa API to `server`; RPCs whose issue has not landed answer UNIMPLEMENTED."""
-    gepa_pb2_grpc.add_GepaServiceServicer_to_server(gepa_pb2_grpc.GepaServiceServicer(), server)
+    """Add the gepa API to `server` (its RPCs answer UNIMPLEMENTED until their issue lands)."""
+    gepa_pb2_grpc.add_GepaServiceServicer_to_server(GepaServicer(), server)
     return [gepa_pb2.DESCRIPTOR.services_by_name["GepaService"].full_name]
 
 

@@ -1,4 +1,9 @@
-"""TrainerServicer: proto ⇄ domain for the TrainerService; errors become statuses in the interceptor."""
+"""TrainerServicer: proto ⇄ domain for the TrainerService; errors become statuses in the interceptor.
+
+Every method takes and returns the generated `trainer_pb2` types. The servicer reads traces only
+through `TraceClient` and hands models to the `Dispatcher`; a remote worker's completion is held to
+the same training metric keys as a local job's `result.json`.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +15,19 @@ import grpc
 import orjson
 from sqlalchemy.orm import Session, sessionmaker
 
-from stash.rm.v1 import common_pb2, ingest_pb2, trainer_pb2, trainer_pb2_grpc
+from stash.rm.v1 import common_pb2, trainer_pb2, trainer_pb2_grpc
 from stash_common.db import transaction, utc_now
 from stash_common.errors import InvalidArgument, NotFound
 from stash_common.messages import json_of, struct_of, timestamp_of
 from stash_common.requests import owner_of
 from stash_common.storage import ObjectStore
+from stash_common.training_metrics import check_training_metrics
 from stash_trainer import store
+from stash_trainer.clients import TraceClient
 from stash_trainer.jobs import Dispatcher
 from stash_trainer.pairs.automatic import parse_training_config
 from stash_trainer.pairs.dataset import DEFAULT_MAX_PAIRS, MIN_PAIRS
+from stash_trainer.pairs.preference import export_line
 
 WEIGHTS_URL_TTL = timedelta(minutes=5)
 MAX_TRACES = 10_000
@@ -50,52 +58,27 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        peers: Any,
+        traces: TraceClient,
         objects: ObjectStore,
         dispatcher: Dispatcher,
         default_base_model: str,
         compute: str,
     ) -> None:
         self.sessions = sessions
-        self.peers = peers
+        self.traces = traces
         self.objects = objects
         self.dispatcher = dispatcher
         self.default_base_model = default_base_model
         self.compute = compute
 
-    def CreateRewardModel(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def CreateRewardModel(
+        self, request: trainer_pb2.CreateRewardModelRequest, context: grpc.ServicerContext
+    ) -> trainer_pb2.CreateRewardModelResponse:
         """Record a queued model for the owner's selected traces and wake the dispatchers."""
-        owner_id = owner_of(request)
-        name = request.name.strip()
-        if not 1 <= len(name) <= 200:
-            raise InvalidArgument("name", "must be 1 to 200 characters")
-        trace_ids = list(dict.fromkeys(request.trace_ids))
-        if not 1 <= len(trace_ids) <= MAX_TRACES:
-            raise InvalidArgument("trace_ids", f"select 1 to {MAX_TRACES} traces")
-        epochs = request.epochs if request.HasField("epochs") else 1
-        if not 1 <= epochs <= MAX_EPOCHS:
-            raise InvalidArgument("epochs", f"must be 1 to {MAX_EPOCHS}")
-        max_pairs = request.max_pairs if request.HasField("max_pairs") else DEFAULT_MAX_PAIRS
-        if not MIN_PAIRS <= max_pairs <= MAX_PAIRS_LIMIT:
-            raise InvalidArgument("max_pairs", f"must be {MIN_PAIRS} to {MAX_PAIRS_LIMIT}")
-        config = json_of(request.training_config) if request.HasField("training_config") else {}
-        parse_training_config(config or None)
-        self._check_owned(owner_id, trace_ids)
-        base_model = request.base_model.strip() if request.HasField("base_model") else self.default_base_model
-        if not base_model:
-            raise InvalidArgument("base_model", "must name a model (a local path, a hub id or the packaged model)")
-        row = store.RewardModelRow(
-            owner_id=owner_id,
-            name=name,
-            base_model=base_model,
-            compute=self.compute,
-            epochs=epochs,
-            max_pairs=max_pairs,
-            training_config=config,
-            trace_ids=trace_ids,
-            progress={},
-            created_at=utc_now(),
-        )
+        row = model_from_request(request, owner_of(request), self.default_base_model, self.compute)
+        missing = self.traces.first_unowned(row.owner_id, row.trace_ids)
+        if missing is not None:
+            raise NotFound(f"trace {missing} not found")
         with transaction(self.sessions) as session:
             session.add(row)
             session.flush()
@@ -103,13 +86,17 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
         self.dispatcher.wake()
         return trainer_pb2.CreateRewardModelResponse(reward_model=message)
 
-    def ListRewardModels(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def ListRewardModels(
+        self, request: trainer_pb2.ListRewardModelsRequest, context: grpc.ServicerContext
+    ) -> trainer_pb2.ListRewardModelsResponse:
         """The owner's models, newest first."""
         with transaction(self.sessions) as session:
             models = [model_to_proto(row) for row in store.list_models(session, owner_of(request))]
         return trainer_pb2.ListRewardModelsResponse(reward_models=models)
 
-    def GetRewardModel(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def GetRewardModel(
+        self, request: trainer_pb2.GetRewardModelRequest, context: grpc.ServicerContext
+    ) -> trainer_pb2.GetRewardModelResponse:
         """One model with its trace ids and feedback report."""
         with transaction(self.sessions) as session:
             row = store.find_model(session, owner_of(request), request.reward_model_id)
@@ -118,7 +105,9 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
                 detail.feedback.CopyFrom(trainer_pb2.FeedbackReport(findings=[_finding(item) for item in row.feedback]))
         return trainer_pb2.GetRewardModelResponse(reward_model=detail)
 
-    def RetryRewardModel(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def RetryRewardModel(
+        self, request: trainer_pb2.RetryRewardModelRequest, context: grpc.ServicerContext
+    ) -> trainer_pb2.RetryRewardModelResponse:
         """Queue a failed model again with the same id and traces."""
         with transaction(self.sessions) as session:
             row = store.retry(session, owner_of(request), request.reward_model_id)
@@ -126,7 +115,9 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
         self.dispatcher.wake()
         return trainer_pb2.RetryRewardModelResponse(reward_model=message)
 
-    def GetWeightsUrl(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def GetWeightsUrl(
+        self, request: trainer_pb2.GetWeightsUrlRequest, context: grpc.ServicerContext
+    ) -> trainer_pb2.GetWeightsUrlResponse:
         """A five-minute signed download of the checkpoint archive; not found until the model succeeded."""
         with transaction(self.sessions) as session:
             row = store.find_model(session, owner_of(request), request.reward_model_id)
@@ -137,7 +128,9 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
         url = self.objects.presign(key, int(WEIGHTS_URL_TTL.total_seconds()))
         return trainer_pb2.GetWeightsUrlResponse(url=url, expires_at=timestamp_of(expires_at))
 
-    def ExportPairs(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+    def ExportPairs(
+        self, request: trainer_pb2.ExportPairsRequest, context: grpc.ServicerContext
+    ) -> Iterator[trainer_pb2.ExportPairsResponse]:
         """The owner's recorded training pairs as JSONL (`{chosen, rejected, trace_ids, granularity, action_type}`)."""
         owner_id = owner_of(request)
         model_id = request.reward_model_id if request.HasField("reward_model_id") else None
@@ -145,7 +138,7 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
             if model_id is not None:
                 store.find_model(session, owner_id, model_id)
             rows = store.exported_pairs(session, owner_id, model_id)
-            lines = [orjson.dumps(_export_line(row.pair)) + b"\n" for row in rows]
+            lines = [orjson.dumps(export_line(row.pair)) + b"\n" for row in rows]
         chunk = b""
         for line in lines:
             chunk += line
@@ -155,18 +148,23 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
         if chunk:
             yield trainer_pb2.ExportPairsResponse(data=chunk)
 
-    def ReportJobProgress(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def ReportJobProgress(
+        self, request: trainer_pb2.ReportJobProgressRequest, context: grpc.ServicerContext
+    ) -> trainer_pb2.ReportJobProgressResponse:
         """Merge a remote worker's progress into its running model; a superseded launch is refused."""
         with transaction(self.sessions) as session:
             row = _reporting_job(session, request)
             row.progress = {**row.progress, **json_of(request.progress)}
         return trainer_pb2.ReportJobProgressResponse()
 
-    def CompleteJob(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def CompleteJob(
+        self, request: trainer_pb2.CompleteJobRequest, context: grpc.ServicerContext
+    ) -> trainer_pb2.CompleteJobResponse:
         """Record how a remote worker's job ended: metrics and checkpoint key, or the error."""
         if request.status == common_pb2.JOB_STATUS_SUCCEEDED:
             if not request.HasField("artifact_key") or not request.HasField("metrics"):
                 raise InvalidArgument("artifact_key", "a succeeded job reports its metrics and checkpoint key")
+            check_training_metrics(json_of(request.metrics))
         elif request.status != common_pb2.JOB_STATUS_FAILED:
             raise InvalidArgument("status", "must be JOB_STATUS_SUCCEEDED or JOB_STATUS_FAILED")
         with transaction(self.sessions) as session:
@@ -179,31 +177,56 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
             message = model_to_proto(row)
         return trainer_pb2.CompleteJobResponse(reward_model=message)
 
-    def _check_owned(self, owner_id: str, trace_ids: list[str]) -> None:
-        """NOT_FOUND naming the first selected trace the owner does not own."""
-        request = ingest_pb2.ListTracesRequest(
-            owner_id=owner_id, trace_ids=trace_ids, page=common_pb2.PageRequest(limit=min(len(trace_ids), 500))
-        )
-        owned: set[str] = set()
-        while True:
-            page = self.peers.ingest.ListTraces(request, timeout=30)
-            owned |= {summary.id for summary in page.traces}
-            request.page.offset += len(page.traces)
-            if not page.traces or request.page.offset >= page.page_info.total:
-                break
-        missing = next((trace_id for trace_id in trace_ids if trace_id not in owned), None)
-        if missing is not None:
-            raise NotFound(f"trace {missing} not found")
+
+def model_from_request(
+    request: trainer_pb2.CreateRewardModelRequest, owner_id: str, default_base_model: str, compute: str
+) -> store.RewardModelRow:
+    """The queued model a create request asks for, every field checked (the traces' owner is checked apart)."""
+    name = request.name.strip()
+    if not 1 <= len(name) <= 200:
+        raise InvalidArgument("name", "must be 1 to 200 characters")
+    trace_ids = list(dict.fromkeys(request.trace_ids))
+    if not 1 <= len(trace_ids) <= MAX_TRACES:
+        raise InvalidArgument("trace_ids", f"select 1 to {MAX_TRACES} traces")
+    epochs = _bounded("epochs", request.epochs if request.HasField("epochs") else 1, 1, MAX_EPOCHS)
+    max_pairs = request.max_pairs if request.HasField("max_pairs") else DEFAULT_MAX_PAIRS
+    _bounded("max_pairs", max_pairs, MIN_PAIRS, MAX_PAIRS_LIMIT)
+    config = json_of(request.training_config) if request.HasField("training_config") else {}
+    parse_training_config(config or None)
+    base_model = request.base_model.strip() if request.HasField("base_model") else default_base_model
+    if not base_model:
+        raise InvalidArgument("base_model", "must name a model (a local path, a hub id or the packaged model)")
+    return store.RewardModelRow(
+        owner_id=owner_id,
+        name=name,
+        base_model=base_model,
+        compute=compute,
+        epochs=epochs,
+        max_pairs=max_pairs,
+        training_config=config,
+        trace_ids=trace_ids,
+        progress={},
+        created_at=utc_now(),
+    )
 
 
-def _reporting_job(session: Session, request: Any) -> store.RewardModelRow:
+def _bounded(field: str, value: int, low: int, high: int) -> int:
+    if not low <= value <= high:
+        raise InvalidArgument(field, f"must be {low} to {high}")
+    return value
+
+
+def _reporting_job(
+    session: Session, request: trainer_pb2.ReportJobProgressRequest | trainer_pb2.CompleteJobRequest
+) -> store.RewardModelRow:
+    """The running model a remote worker reports on; another owner's model is not found."""
     row = store.running_job(session, request.reward_model_id, request.job_id)
     if row.owner_id != owner_of(request):
         raise NotFound(f"reward model {request.reward_model_id} not found")
     return row
 
 
-def model_to_proto(row: store.RewardModelRow) -> Any:
+def model_to_proto(row: store.RewardModelRow) -> trainer_pb2.RewardModel:
     """A reward model row as its message."""
     return trainer_pb2.RewardModel(
         id=row.id,
@@ -226,7 +249,7 @@ def model_to_proto(row: store.RewardModelRow) -> Any:
     )
 
 
-def _finding(item: Mapping[str, Any]) -> Any:
+def _finding(item: Mapping[str, Any]) -> trainer_pb2.FeedbackFinding:
     return trainer_pb2.FeedbackFinding(
         trace_id=item["trace_id"],
         step_index=item["step_index"],
@@ -242,7 +265,3 @@ def _finding(item: Mapping[str, Any]) -> Any:
         original_action=item.get("original_action"),
         alternative_action=item.get("alternative_action"),
     )
-
-
-def _export_line(pair: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: pair.get(key) for key in ("chosen", "rejected", "trace_ids", "granularity", "action_type")}

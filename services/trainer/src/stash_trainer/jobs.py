@@ -1,12 +1,14 @@
 """Training jobs: from a claimed model to a job directory, a launched worker, and a recorded result.
 
 The dispatcher claims a queued model (only a queued one can be claimed), reads the selected traces
-from ingest with their latest evaluations from the labeler, builds the preference pairs, records the
+with their latest evaluations through a `TraceSource`, builds the preference pairs, records the
 pairs and the feedback report (before the minimum-pair check, so a failed model keeps its report),
 writes the job directory of the spec's contract and launches the worker. When the worker ends, its
-`result.json` becomes the model's metrics, the checkpoint archive goes to object storage under
-`reward-models/<owner_id>/<model_id>.tar.gz`, and the model succeeds; otherwise it fails with the
-worker's error. A recovery sweep fails interrupted submissions and overdue jobs.
+`result.json` becomes the model's metrics (exactly the shared training metric keys), the checkpoint
+archive goes to object storage under `reward-models/<owner_id>/<model_id>.tar.gz`, and the model
+succeeds; otherwise it fails with the worker's error. A recovery sweep fails interrupted submissions
+and overdue jobs. This is policy, not transport: no gRPC and no `stash.rm.v1` message reaches it
+(`stash_trainer.clients` is the edge), which an import-linter contract keeps true.
 """
 
 from __future__ import annotations
@@ -19,24 +21,23 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from time import monotonic
-from typing import Any
+from typing import Any, Protocol
 
-import grpc
 import orjson
 import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
-from stash.rm.v1 import ingest_pb2, labeler_pb2
 from stash_common.coordination import Wakeups
 from stash_common.db import transaction, utc_now
-from stash_common.errors import StashError
+from stash_common.errors import InvalidArgument, StashError
 from stash_common.queue_loop import QueueLoop
 from stash_common.storage import ObjectStore
+from stash_common.training_metrics import check_training_metrics
 from stash_trainer import store
 from stash_trainer.launcher import Launcher, RunningJob
 from stash_trainer.pairs.dataset import PairSet, build_pairs, check_trainable
 from stash_trainer.pairs.feedback import FeedbackExtractor
-from stash_trainer.pairs.inputs import SourceTrace, trace_from_proto
+from stash_trainer.pairs.inputs import SourceTrace
 from stash_trainer.pairs.rendering import is_rendered, render_example, render_trace
 from stash_trainer.worker import job as contract
 
@@ -59,6 +60,14 @@ class JobSettings:
     sweep_interval_s: float = 30.0
 
 
+class TraceSource(Protocol):
+    """Where the dispatcher reads the selected traces (ingest and the labeler, through `stash_trainer.clients`)."""
+
+    def source_trace(self, owner_id: str, trace_id: str) -> SourceTrace:
+        """One selected trace with what supervises it; an unreachable peer raises `Unavailable`."""
+        ...
+
+
 def archive_key(owner_id: str, model_id: str) -> str:
     """Where a model's checkpoint archive lives in object storage."""
     return f"reward-models/{owner_id}/{model_id}.tar.gz"
@@ -70,7 +79,7 @@ class Dispatcher:
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        peers: Any,
+        traces: TraceSource,
         objects: ObjectStore,
         launcher: Launcher,
         wakeups: Wakeups,
@@ -78,7 +87,7 @@ class Dispatcher:
         extractor: FeedbackExtractor | None = None,
     ) -> None:
         self.sessions = sessions
-        self.peers = peers
+        self.traces = traces
         self.objects = objects
         self.launcher = launcher
         self.wakeups = wakeups
@@ -136,9 +145,6 @@ class Dispatcher:
         except StashError as error:
             self._fail(model_id, job_id, error.message)
             return None
-        except grpc.RpcError as error:
-            self._fail(model_id, job_id, f"could not read the selected traces: {error.code().name}: {error.details()}")
-            return None
         with transaction(self.sessions) as session:
             row = store.running_job(session, model_id, job_id)
             row.started_at = utc_now()
@@ -154,7 +160,7 @@ class Dispatcher:
             row = store.running_job(session, model_id, job_id)
             owner_id, trace_ids, config = row.owner_id, list(row.trace_ids), dict(row.training_config or {})
             max_pairs, epochs, base_model = row.max_pairs, row.epochs, row.base_model
-        traces = [self._source_trace(owner_id, trace_id) for trace_id in trace_ids]
+        traces = [self.traces.source_trace(owner_id, trace_id) for trace_id in trace_ids]
         pair_set = build_pairs(traces, config or None, max_pairs, self.extractor, self.settings.seed)
         with transaction(self.sessions) as session:
             row = store.running_job(session, model_id, job_id)
@@ -173,13 +179,6 @@ class Dispatcher:
             "learning_rate": self.settings.learning_rate,
         }
         return write_job_dir(self.settings.artifact_dir / job_id, job, pair_set, traces)
-
-    def _source_trace(self, owner_id: str, trace_id: str) -> SourceTrace:
-        found = self.peers.ingest.GetTrace(ingest_pb2.GetTraceRequest(owner_id=owner_id, trace_id=trace_id), timeout=60)
-        request = labeler_pb2.GetTraceEvaluationRequest(owner_id=owner_id, trace_id=trace_id, succeeded_only=True)
-        evaluated = self.peers.labeler.GetTraceEvaluation(request, timeout=60)
-        evaluation = evaluated.evaluation if evaluated.HasField("evaluation") else None
-        return trace_from_proto(found.trace, found.annotations, evaluation)
 
     def watch(self, model_id: str, job_id: str, running: RunningJob) -> None:
         """Record progress until the worker ends, then record its result."""
@@ -210,10 +209,15 @@ class Dispatcher:
             log.warning("training progress not recorded", reward_model_id=model_id, exc_info=True)
 
     def finish(self, model_id: str, job_id: str, job_dir: Path) -> None:
-        """Upload the checkpoint and record the metrics, or the worker's error."""
+        """Upload the checkpoint and record the metrics; a worker's error or metrics of other keys fail the model."""
         result = orjson.loads((job_dir / contract.RESULT_FILE).read_bytes())
         if "error" in result:
             self._fail(model_id, job_id, str(result["error"]))
+            return
+        try:
+            check_training_metrics(result.get("metrics") or {})
+        except InvalidArgument as error:
+            self._fail(model_id, job_id, f"the worker's {contract.RESULT_FILE} is unusable: {error.message}")
             return
         with transaction(self.sessions) as session:
             owner_id = store.running_job(session, model_id, job_id).owner_id

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import grpc
 
@@ -18,19 +16,12 @@ from stash_common.server import serve
 from stash_common.settings import load
 from stash_common.storage import make_object_store
 from stash_trainer.api import TrainerServicer
+from stash_trainer.clients import TraceClient
 from stash_trainer.jobs import Dispatcher, JobSettings
 from stash_trainer.launcher import LocalSubprocessLauncher
 from stash_trainer.pairs.feedback import FeedbackExtractor
 from stash_trainer.settings import TrainerSettings
 from stash_trainer.store import MIGRATIONS_DIR
-
-
-@dataclass(frozen=True)
-class Peers:
-    """Stubs of the services the trainer reads traces and evaluations from."""
-
-    ingest: Any
-    labeler: Any
 
 
 def make_extractor(settings: TrainerSettings) -> FeedbackExtractor | None:
@@ -45,7 +36,6 @@ def make_extractor(settings: TrainerSettings) -> FeedbackExtractor | None:
 
 def job_settings(settings: TrainerSettings) -> JobSettings:
     """The training-job settings of this trainer."""
-    assert settings.artifact_dir is not None
     return JobSettings(
         artifact_dir=settings.artifact_dir,
         max_length=settings.max_length,
@@ -63,7 +53,7 @@ def main() -> None:
     configure_logging("trainer", settings.log_level)
     upgrade("trainer", MIGRATIONS_DIR, settings.database_url)
     sessions = make_sessions(make_engine(settings.database_url))
-    peers = Peers(
+    traces = TraceClient(
         ingest_pb2_grpc.IngestServiceStub(open_channel(settings.address_of("ingest"))),
         labeler_pb2_grpc.LabelerServiceStub(open_channel(settings.address_of("labeler"))),
     )
@@ -77,10 +67,9 @@ def main() -> None:
     )
     wakeups = make_wakeups(settings.redis_url)
     dispatcher = Dispatcher(
-        sessions, peers, objects, LocalSubprocessLauncher(), wakeups, job_settings(settings), make_extractor(settings)
+        sessions, traces, objects, LocalSubprocessLauncher(), wakeups, job_settings(settings), make_extractor(settings)
     )
-    assert settings.base_model is not None
-    servicer = TrainerServicer(sessions, peers, objects, dispatcher, settings.base_model, settings.compute)
+    servicer = TrainerServicer(sessions, traces, objects, dispatcher, settings.base_model, settings.compute)
 
     def register(server: grpc.Server) -> Sequence[str]:
         trainer_pb2_grpc.add_TrainerServiceServicer_to_server(servicer, server)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -27,18 +27,22 @@ class TrainerSettings(ServiceSettings):
     model_config = service_config("trainer")
 
     port: int = DEFAULT_GRPC_PORTS["trainer"]
-    database_url: str | None = cluster_required(
+    # A str once loaded: the embedded profile fills in its SQLite file, the cluster one refuses to start without it.
+    database_url: str = cluster_required(
         "STASH_TRAINER_DATABASE_URL", "PostgreSQL URL for the trainer's reward models and training pairs"
     )
     redis_url: str | None = cluster_required(
         "STASH_TRAINER_REDIS_URL", "Redis URL for waking every trainer replica when a model is queued"
     )
-    base_model: str | None = Field(
-        None,
+    base_model: str = Field(
+        default_factory=lambda fields: CLUSTER_BASE_MODEL if fields["profile"] == "cluster" else EMBEDDED_BASE_MODEL,
         description=f"default base model (embedded: {EMBEDDED_BASE_MODEL}, packaged; cluster: {CLUSTER_BASE_MODEL})",
     )
     compute: Literal["local"] = Field("local", description="where training jobs run: local subprocesses")
-    artifact_dir: Path | None = Field(None, description="scratch space for job directories (default: <data dir>/jobs)")
+    artifact_dir: Path = Field(
+        default_factory=lambda fields: fields["data_dir"] / "jobs",
+        description="scratch space for job directories (default: <data dir>/jobs)",
+    )
     submit_timeout_s: float = Field(35 * 60, gt=0, description="a claimed model whose job never started fails after")
     job_timeout_s: float = Field(70 * 60, gt=0, description="a running job fails after")
     sweep_interval_s: float = Field(30.0, gt=0, description="seconds between recovery sweeps")
@@ -56,13 +60,6 @@ class TrainerSettings(ServiceSettings):
     )
     openai_base_url: str | None = shared("STASH_OPENAI_BASE_URL", None, "OpenAI-compatible API base URL override")
     feedback_model: str = shared("STASH_FEEDBACK_MODEL", "gpt-6-sol", "the feedback classifier's model")
-
-    def model_post_init(self, context: Any) -> None:
-        """Fill the defaults that depend on the profile and the data directory."""
-        if self.base_model is None:
-            self.base_model = CLUSTER_BASE_MODEL if self.profile == "cluster" else EMBEDDED_BASE_MODEL
-        if self.artifact_dir is None:
-            self.artifact_dir = self.data_dir / "jobs"
 
     @property
     def download_base_url(self) -> str:

@@ -15,6 +15,7 @@ from stash_trainer.worker.job import (
     read_score_items,
     write_json,
     write_jsonl,
+    write_result,
 )
 from stash_trainer.worker.pairs import Pair
 
@@ -120,3 +121,10 @@ def test_write_json_refuses_nan_and_leaves_no_partial_file(tmp_path: Path) -> No
     assert list(tmp_path.iterdir()) == []
     write_json(tmp_path / "result.json", {"metrics": {"eval_accuracy": None}})
     assert json.loads((tmp_path / "result.json").read_text()) == {"metrics": {"eval_accuracy": None}}
+
+
+def test_write_result_refuses_metrics_other_than_the_shared_key_set(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgument, match="metrics: missing .*seconds.*; unknown loss"):
+        write_result(tmp_path, {"train_pairs": 4, "loss": 0.5})
+
+    assert list(tmp_path.iterdir()) == []

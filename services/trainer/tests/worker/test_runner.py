@@ -14,30 +14,17 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from stash_common.training_metrics import TRAINING_METRIC_KEYS
 from stash_trainer.worker import training
 from stash_trainer.worker.__main__ import main
+from stash_trainer.worker.job import TrainJob
 from stash_trainer.worker.models import packaged_model_dir
 from stash_trainer.worker.pairs import Pair
-from stash_trainer.worker.runner import run_job
+from stash_trainer.worker.runner import PreparedJob, run_job, training_metrics
+from stash_trainer.worker.split import TraceSplit
+from stash_trainer.worker.stats import EvalReport
 
 PACKAGED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-METRICS = {
-    "train_pairs",
-    "eval_pairs",
-    "eval_accuracy",
-    "eval_split",
-    "excluded_cross_trace_pairs",
-    "action_scoring_version",
-    "action_train_pairs",
-    "action_eval_pairs",
-    "action_eval_accuracy",
-    "tool_eval_pairs",
-    "tool_eval_accuracy",
-    "final_loss",
-    "epochs",
-    "device",
-    "seconds",
-}
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
@@ -51,6 +38,16 @@ def _mixed_pairs(make: Callable[[int, str, int], list[Pair]]) -> list[Pair]:
         Pair(p.chosen, p.rejected, (f"trace-{n % 12}",), *kinds[n % 3]) for n, p in enumerate(make(23, "train", 0))
     ]
     return [*pairs, Pair(pairs[0].chosen, pairs[0].rejected, ("trace-0", "trace-1", "trace-2"), "trace")]
+
+
+def test_training_metrics_and_seconds_are_exactly_the_shared_key_set() -> None:
+    job = TrainJob(kind="train", base_model=PACKAGED_MODEL, epochs=1, max_pairs=2, seed=0)
+    split = TraceSplit((Pair("a", "b", ("t1",), "trace"),), (), 0)
+    prepared = PreparedJob(job, split, (), (), Path("model"))
+
+    metrics = training_metrics(prepared, EvalReport(), 0, 0.5, "cpu")
+
+    assert {*metrics, "seconds"} == TRAINING_METRIC_KEYS and "seconds" not in metrics
 
 
 def test_training_job_writes_checkpoint_stats_scores_and_consistent_metrics(
@@ -68,7 +65,7 @@ def test_training_job_writes_checkpoint_stats_scores_and_consistent_metrics(
     assert run_job(directory, lambda *step: progress.append(step)) == 0
 
     metrics = json.loads((directory / "result.json").read_text())["metrics"]
-    assert set(metrics) == METRICS
+    assert set(metrics) == TRAINING_METRIC_KEYS
     assert metrics["train_pairs"] + metrics["eval_pairs"] + metrics["excluded_cross_trace_pairs"] == 24
     assert metrics["eval_pairs"] > 0 and 0 <= metrics["eval_accuracy"] <= 1
     assert metrics["action_eval_pairs"] <= metrics["eval_pairs"]

@@ -22,8 +22,7 @@ from stash_common.errors import InvalidArgument
 from stash_common.steps import TraceStep
 from stash_trainer.pairs.explicit import human_rated_step_ids
 from stash_trainer.pairs.inputs import SourceTrace
-from stash_trainer.pairs.preference import PreferencePair, pair_action_type
-from stash_trainer.pairs.rendering import render_example
+from stash_trainer.pairs.preference import PreferencePair, action_pair
 
 # Credits closer than this are too alike to say which action is better.
 CREDIT_MARGIN = 0.25
@@ -82,18 +81,12 @@ def _scored_actions(trace: SourceTrace) -> list[tuple[TraceStep, float]]:
 
 def _pair(trace: SourceTrace, chosen: tuple[TraceStep, float], rejected: tuple[TraceStep, float]) -> PreferencePair:
     (good, good_credit), (bad, bad_credit) = chosen, rejected
-    return PreferencePair(
-        chosen=render_example(trace, good.index),
-        rejected=render_example(trace, bad.index),
-        trace_ids=(trace.id,),
-        granularity="action",
-        action_type=pair_action_type(good, bad),
-        evidence={
-            "source": SOURCE,
-            "chosen_step_id": good.id,
-            "rejected_step_id": bad.id,
-            "chosen_credit": good_credit,
-            "rejected_credit": bad_credit,
-            "credit_method": CREDIT_METHOD,
-        },
-    )
+    evidence = {
+        "source": SOURCE,
+        "chosen_step_id": good.id,
+        "rejected_step_id": bad.id,
+        "chosen_credit": good_credit,
+        "rejected_credit": bad_credit,
+        "credit_method": CREDIT_METHOD,
+    }
+    return action_pair((trace, good), (trace, bad), evidence)

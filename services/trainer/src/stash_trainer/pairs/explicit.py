@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 
 from stash_common.steps import TraceStep
 from stash_trainer.pairs.inputs import Annotation, SourceTrace
-from stash_trainer.pairs.preference import PreferencePair, pair_action_type, sorted_trace_ids
-from stash_trainer.pairs.rendering import render_example, render_trace
+from stash_trainer.pairs.preference import PreferencePair, action_pair, sorted_trace_ids
+from stash_trainer.pairs.rendering import render_trace
 
 SOURCE = "explicit"
 
@@ -76,20 +76,14 @@ def _sign(ratings: Iterable[int | None]) -> int:
 
 def _step_pair(good: tuple[SourceTrace, TraceStep], bad: tuple[SourceTrace, TraceStep]) -> PreferencePair:
     (good_trace, good_step), (bad_trace, bad_step) = good, bad
-    return PreferencePair(
-        chosen=render_example(good_trace, good_step.index),
-        rejected=render_example(bad_trace, bad_step.index),
-        trace_ids=sorted_trace_ids(good_trace.id, bad_trace.id),
-        granularity="action",
-        action_type=pair_action_type(good_step, bad_step),
-        evidence={
-            "source": SOURCE,
-            "chosen_trace_id": good_trace.id,
-            "chosen_step_id": good_step.id,
-            "rejected_trace_id": bad_trace.id,
-            "rejected_step_id": bad_step.id,
-        },
-    )
+    evidence = {
+        "source": SOURCE,
+        "chosen_trace_id": good_trace.id,
+        "chosen_step_id": good_step.id,
+        "rejected_trace_id": bad_trace.id,
+        "rejected_step_id": bad_step.id,
+    }
+    return action_pair(good, bad, evidence)
 
 
 def _trace_pair(good: SourceTrace, bad: SourceTrace) -> PreferencePair:

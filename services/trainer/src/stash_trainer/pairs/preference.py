@@ -7,9 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from stash_common.steps import TraceStep
+from stash_trainer.pairs.inputs import SourceTrace
+from stash_trainer.pairs.rendering import render_example
 
 Granularity = Literal["action", "trace"]
 ActionType = Literal["tool_call", "response", "mixed"]
+EXPORT_FIELDS = ("chosen", "rejected", "trace_ids", "granularity", "action_type")
 
 
 @dataclass(frozen=True)
@@ -30,17 +33,23 @@ class PreferencePair:
 
     def to_export_line(self) -> dict[str, Any]:
         """The `GET /export/pairs` shape: `{chosen, rejected, trace_ids, granularity, action_type}`."""
+        return export_line(self.to_job_line())
+
+    def to_job_line(self) -> dict[str, Any]:
+        """A `pairs.jsonl` line of the job directory contract, as recorded too: the export fields, then the evidence."""
         return {
             "chosen": self.chosen,
             "rejected": self.rejected,
             "trace_ids": list(self.trace_ids),
             "granularity": self.granularity,
             "action_type": self.action_type,
+            **self.evidence,
         }
 
-    def to_job_line(self) -> dict[str, Any]:
-        """A `pairs.jsonl` line of the job directory contract: the export shape followed by the evidence."""
-        return {**self.to_export_line(), **self.evidence}
+
+def export_line(job_line: Mapping[str, Any]) -> dict[str, Any]:
+    """The export shape of a `pairs.jsonl` line or a recorded pair: its EXPORT_FIELDS, without the evidence."""
+    return {key: job_line.get(key) for key in EXPORT_FIELDS}
 
 
 def action_type(step: TraceStep) -> Literal["tool_call", "response"]:
@@ -57,3 +66,18 @@ def pair_action_type(chosen: TraceStep, rejected: TraceStep) -> ActionType:
 def sorted_trace_ids(*trace_ids: str) -> tuple[str, ...]:
     """The distinct source trace ids of a pair, sorted."""
     return tuple(sorted(set(trace_ids)))
+
+
+def action_pair(
+    chosen: tuple[SourceTrace, TraceStep], rejected: tuple[SourceTrace, TraceStep], evidence: Mapping[str, Any]
+) -> PreferencePair:
+    """A pair of two actions, each rendered as its trace's context ending at that step (one trace or two)."""
+    (chosen_trace, chosen_step), (rejected_trace, rejected_step) = chosen, rejected
+    return PreferencePair(
+        chosen=render_example(chosen_trace, chosen_step.index),
+        rejected=render_example(rejected_trace, rejected_step.index),
+        trace_ids=sorted_trace_ids(chosen_trace.id, rejected_trace.id),
+        granularity="action",
+        action_type=pair_action_type(chosen_step, rejected_step),
+        evidence=evidence,
+    )

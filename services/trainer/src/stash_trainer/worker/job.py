@@ -17,6 +17,7 @@ from typing import Any, Literal, TextIO, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stash_common.errors import FailedPrecondition, InvalidArgument
+from stash_common.training_metrics import check_training_metrics
 from stash_trainer.worker.pairs import Pair
 from stash_trainer.worker.stats import RewardStats
 
@@ -184,7 +185,8 @@ def write_progress(job_dir: Path, step: int, total_steps: int, loss: float | Non
 
 
 def write_result(job_dir: Path, metrics: Mapping[str, Any]) -> None:
-    """Write a successful `result.json`: `{"metrics": {...}}`."""
+    """Write a successful `result.json`: `{"metrics": {...}}`, keyed by exactly TRAINING_METRIC_KEYS."""
+    check_training_metrics(metrics)
     write_json(job_dir / RESULT_FILE, {"metrics": dict(metrics)})
 
 

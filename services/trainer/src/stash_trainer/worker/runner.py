@@ -65,7 +65,8 @@ def run_job(job_dir: Path, on_progress: ProgressCallback | None = None) -> int:
     with job_log(job_dir):
         started = time.perf_counter()
         try:
-            metrics = train_job(job_dir, on_progress)
+            metrics = {**train_job(job_dir, on_progress), "seconds": round(time.perf_counter() - started, 3)}
+            contract.write_result(job_dir, metrics)
         except StashError as error:
             LOG.error("training job failed: %s", error.message)
             contract.write_error(job_dir, error.message)
@@ -74,7 +75,6 @@ def run_job(job_dir: Path, on_progress: ProgressCallback | None = None) -> int:
             LOG.exception("training job failed unexpectedly")
             contract.write_error(job_dir, f"training failed: {type(error).__name__}: {error} (worker.log has details)")
             return 1
-        contract.write_result(job_dir, {**metrics, "seconds": round(time.perf_counter() - started, 3)})
         LOG.info("training job succeeded: %s", metrics)
     return 0
 
@@ -226,7 +226,7 @@ def action_rows(prepared: PreparedJob, scores: JobScores, stats: RewardStats) ->
 def training_metrics(
     prepared: PreparedJob, report: EvalReport, action_train_pairs: int, final_loss: float, device: str
 ) -> dict[str, Any]:
-    """`result.json` metrics (the caller adds `seconds`)."""
+    """`result.json` metrics: every key of TRAINING_METRIC_KEYS but `seconds`, which `run_job` adds."""
     return {
         "train_pairs": len(prepared.split.train),
         "eval_pairs": report.eval_pairs,

@@ -67,7 +67,9 @@ def disable_dropout(model: torch.nn.Module) -> None:
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
         if isinstance(getattr(module, "attention_dropout", None), float):
-            module.attention_dropout = 0.0
+            # A plain float attribute of the attention modules, set dynamically as it is read: torch types
+            # `Module.__setattr__` for tensors and submodules only.
+            setattr(module, "attention_dropout", 0.0)  # noqa: B010
 
 
 def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int) -> list[list[int]]:

@@ -1,0 +1,118 @@
+"""The trainer's client of ingest and the labeler: their messages become the trainer's own dataclasses here.
+
+Pair building and the job policy see only `SourceTrace`, `Annotation` and `StepCredit`
+(`pairs/inputs.py`), never a `stash.rm.v1` message or a gRPC error: this module is the edge where
+one becomes the other. A failed call becomes `Unavailable` naming the peer's status, so the
+dispatcher can record it as the model's error and the servicer can answer with it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+import grpc
+
+from stash.rm.v1 import common_pb2, ingest_pb2, ingest_pb2_grpc, labeler_pb2, labeler_pb2_grpc
+from stash_common.errors import InvalidArgument, Unavailable
+from stash_common.steps import TraceStep, step_from_proto
+from stash_trainer.pairs.inputs import Annotation, SourceTrace, StepCredit
+
+LIST_TIMEOUT_S = 30
+READ_TIMEOUT_S = 60
+LIST_PAGE_LIMIT = 500
+
+
+class TraceClient:
+    """Reads an owner's traces from ingest, with their latest succeeded evaluations from the labeler."""
+
+    def __init__(self, ingest: ingest_pb2_grpc.IngestServiceStub, labeler: labeler_pb2_grpc.LabelerServiceStub) -> None:
+        self.ingest = ingest
+        self.labeler = labeler
+
+    def source_trace(self, owner_id: str, trace_id: str) -> SourceTrace:
+        """One selected trace with its annotations and step credits."""
+        with _reading("the selected traces"):
+            found = self.ingest.GetTrace(
+                ingest_pb2.GetTraceRequest(owner_id=owner_id, trace_id=trace_id), timeout=READ_TIMEOUT_S
+            )
+            request = labeler_pb2.GetTraceEvaluationRequest(owner_id=owner_id, trace_id=trace_id, succeeded_only=True)
+            evaluated = self.labeler.GetTraceEvaluation(request, timeout=READ_TIMEOUT_S)
+        evaluation = evaluated.evaluation if evaluated.HasField("evaluation") else None
+        return trace_from_proto(found.trace, found.annotations, evaluation)
+
+    def first_unowned(self, owner_id: str, trace_ids: list[str]) -> str | None:
+        """The first of `trace_ids` the owner has no trace with, or None when the owner has them all."""
+        request = ingest_pb2.ListTracesRequest(
+            owner_id=owner_id,
+            trace_ids=trace_ids,
+            page=common_pb2.PageRequest(limit=min(len(trace_ids), LIST_PAGE_LIMIT)),
+        )
+        owned: set[str] = set()
+        with _reading("the selected traces"):
+            while True:
+                page = self.ingest.ListTraces(request, timeout=LIST_TIMEOUT_S)
+                owned |= {summary.id for summary in page.traces}
+                request.page.offset += len(page.traces)
+                if not page.traces or request.page.offset >= page.page_info.total:
+                    break
+        return next((trace_id for trace_id in trace_ids if trace_id not in owned), None)
+
+
+@contextmanager
+def _reading(what: str) -> Iterator[None]:
+    # A peer's failure is the trainer's dependency being unavailable; its status stays in the message.
+    try:
+        yield
+    except grpc.RpcError as error:
+        raise Unavailable(f"could not read {what}: {error.code().name}: {error.details()}") from error
+
+
+def annotation_from_proto(message: common_pb2.Annotation) -> Annotation:
+    """A `stash.rm.v1.Annotation` as an Annotation."""
+    return Annotation(
+        id=message.id,
+        step_id=message.step_id if message.HasField("step_id") else None,
+        rating=message.rating if message.HasField("rating") else None,
+        comment=message.comment if message.HasField("comment") else None,
+        label_error=message.label_error,
+        author_id=message.author_id,
+    )
+
+
+def credit_from_proto(message: labeler_pb2.StepEvaluation) -> StepCredit:
+    """A step's credit; an expected credit that is missing, not finite or outside -1..+1 leaves the step unscored."""
+    expected = message.expected_credit if message.HasField("expected_credit") else None
+    if expected is not None and not (math.isfinite(expected) and -1.0 <= expected <= 1.0):
+        expected = None
+    ordinal = message.ordinal_credit if message.HasField("ordinal_credit") else None
+    return StepCredit(step_id=message.step_id, expected_credit=expected, ordinal_credit=ordinal)
+
+
+def trace_from_proto(
+    trace: common_pb2.Trace,
+    annotations: Iterable[common_pb2.Annotation],
+    evaluation: labeler_pb2.TraceEvaluation | None,
+) -> SourceTrace:
+    """A trace, its annotations and its labeler evaluation as a SourceTrace.
+
+    Only a succeeded evaluation supplies credit; without one every step is unscored. Credits of
+    steps the trace no longer has are dropped (step ids are immutable, so the others still apply).
+    """
+    steps = tuple(step_from_proto(step) for step in trace.steps)
+    own = []
+    for annotation in annotations:
+        if annotation.trace_id != trace.id:
+            raise InvalidArgument(
+                "annotations", f"annotation {annotation.id} belongs to trace {annotation.trace_id}, not {trace.id}"
+            )
+        own.append(annotation_from_proto(annotation))
+    return SourceTrace(id=trace.id, steps=steps, annotations=tuple(own), credits=_credits(steps, evaluation))
+
+
+def _credits(steps: tuple[TraceStep, ...], evaluation: labeler_pb2.TraceEvaluation | None) -> tuple[StepCredit, ...]:
+    if evaluation is None or evaluation.status != common_pb2.JOB_STATUS_SUCCEEDED:
+        return ()
+    known = {step.id for step in steps}
+    return tuple(credit_from_proto(step) for step in evaluation.steps if step.step_id in known)
