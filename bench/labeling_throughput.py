@@ -31,9 +31,9 @@ from import_throughput import make_payload  # noqa: E402
 from stash_common.steps import TraceStep  # noqa: E402
 from stash_ingest.adapters.stash import parse_stash  # noqa: E402
 from stash_labeler.chunks import cut_chunks  # noqa: E402
-from stash_labeler.evaluate import KeptLabel, evaluate  # noqa: E402
-from stash_labeler.llm_labeler import OpenAILabeler  # noqa: E402
-from stash_labeler.rules import RuleLabeler, label_chunks  # noqa: E402
+from stash_labeler.evaluation import KeptLabel, evaluate  # noqa: E402
+from stash_labeler.labeling.llm import OpenAILabeler  # noqa: E402
+from stash_labeler.labeling.rules import RuleLabeler, label_chunks  # noqa: E402
 from stash_labeler.traces import LabelerTrace  # noqa: E402
 
 

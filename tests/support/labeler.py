@@ -6,20 +6,21 @@ from typing import Any
 
 import grpc
 
-from stash.rm.v1 import labeler_pb2, labeler_pb2_grpc
+from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2, labeler_pb2_grpc
 from stash_common.channels import open_channel
 from stash_common.coordination import InProcessWakeups
 from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.server import start
 from stash_labeler.api import LabelerServicer
 from stash_labeler.chunks import Chunk
-from stash_labeler.evaluate import Grader
-from stash_labeler.labeling import Labeler
-from stash_labeler.labels import LabelSource, StepLabel
-from stash_labeler.rules import label_chunks
+from stash_labeler.evaluation_worker import EvaluationWorker, WorkerConfig
+from stash_labeler.ingest_client import IngestClient
+from stash_labeler.label_schema import LabelSource, StepLabel
+from stash_labeler.labeling.protocol import Labeler
+from stash_labeler.labeling.rules import label_chunks
+from stash_labeler.scoring.grading import Grader
 from stash_labeler.store import MIGRATIONS_DIR
 from stash_labeler.traces import LabelerTrace
-from stash_labeler.worker import EvaluationWorker, WorkerConfig
 
 QUICK_SWEEPS = WorkerConfig(sweep_interval_s=0.5)
 
@@ -56,7 +57,7 @@ class RunningLabeler:
 
 def serve_labeler(
     database_url: str,
-    ingest: Any,
+    ingest: ingest_pb2_grpc.IngestServiceStub,
     labeler: Labeler,
     grader: Grader | None = None,
     start_worker: bool = True,
@@ -67,8 +68,9 @@ def serve_labeler(
     upgrade("labeler", MIGRATIONS_DIR, database_url)
     engine = make_engine(database_url)
     sessions = make_sessions(engine)
-    worker = EvaluationWorker(sessions, ingest, labeler, InProcessWakeups(), config, grader=grader)
-    servicer = LabelerServicer(sessions, ingest, worker)
+    traces = IngestClient(ingest)
+    worker = EvaluationWorker(sessions, traces, labeler, InProcessWakeups(), config, grader=grader)
+    servicer = LabelerServicer(sessions, traces, worker)
 
     def register(server: grpc.Server) -> list[str]:
         labeler_pb2_grpc.add_LabelerServiceServicer_to_server(servicer, server)

@@ -15,11 +15,12 @@ from fakes.llm_server import FakeLLM
 from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2, labeler_pb2_grpc
 from stash_common.channels import open_channel
 from stash_common.db import transaction
+from stash_ingest.clients import LabelerClient
 from stash_ingest.revisions import Announcer
 from stash_ingest.titles import derive_title
 from stash_labeler import store
-from stash_labeler.llm_labeler import OpenAILabeler
-from stash_labeler.rules import RuleLabeler
+from stash_labeler.labeling.llm import OpenAILabeler
+from stash_labeler.labeling.rules import RuleLabeler
 from support.fixtures import REAL_FIXTURES
 from support.ingest import OWNER, import_payload, serve_ingest, stash_line
 from support.labeler import CountingLabeler, RunningLabeler, serve_labeler
@@ -35,7 +36,8 @@ def wired(postgres_url: str) -> Iterator[Callable[..., tuple[Any, RunningLabeler
 
     def start(labeler: Any = None, announce: bool = True, **options: Any) -> tuple[Any, RunningLabeler]:
         port = free_port()
-        announcer = Announcer(labeler_pb2_grpc.LabelerServiceStub(open_channel(f"127.0.0.1:{port}")))
+        labeler_client = LabelerClient(labeler_pb2_grpc.LabelerServiceStub(open_channel(f"127.0.0.1:{port}")))
+        announcer = Announcer(labeler_client.announce_revision)
         ingest, stop_ingest = serve_ingest(postgres_url, derive_title, announcer if announce else None)
         running = serve_labeler(postgres_url, ingest, labeler or RuleLabeler(), port=port, **options)
         stops.extend([running.stop, stop_ingest])

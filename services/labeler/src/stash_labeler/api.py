@@ -1,4 +1,9 @@
-"""LabelerServicer: proto ⇄ domain for the LabelerService; errors become statuses in the interceptor."""
+"""LabelerServicer: proto ⇄ domain for the LabelerService; errors become statuses in the interceptor.
+
+Each method decodes its request, calls the store, the correction ledger or the worker, and encodes
+the generated response type. Messages go no further than this module: trajectory events arrive as
+`TrajectoryEvent`s, and ingest is reached through the injected `TraceSource`.
+"""
 
 from __future__ import annotations
 
@@ -10,36 +15,40 @@ import grpc
 import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
-from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2, labeler_pb2_grpc
+from stash.rm.v1 import common_pb2, labeler_pb2, labeler_pb2_grpc
 from stash_common.db import transaction, utc_now
-from stash_common.errors import InvalidArgument, NotFound
+from stash_common.errors import InvalidArgument, Unimplemented
 from stash_common.messages import struct_of, timestamp_of
 from stash_common.requests import owner_of, page_of
 from stash_labeler import store
+from stash_labeler.correction_ledger import record_events
+from stash_labeler.evaluation_worker import EvaluationWorker
 from stash_labeler.prm import PATTERN_NAMES, CourseCorrection, Pattern, TrajectoryEvent
-from stash_labeler.process import latest_correction, record_events
-from stash_labeler.worker import EvaluationWorker
+from stash_labeler.traces import TraceSource
 
 log = structlog.get_logger()
 
-_STATUSES = {
+_STATUSES: dict[str, common_pb2.JobStatus.ValueType] = {
     store.QUEUED: common_pb2.JOB_STATUS_QUEUED,
     store.RUNNING: common_pb2.JOB_STATUS_RUNNING,
     store.SUCCEEDED: common_pb2.JOB_STATUS_SUCCEEDED,
     store.FAILED: common_pb2.JOB_STATUS_FAILED,
 }
-_OUTCOMES = {
+_OUTCOMES: dict[str, common_pb2.Outcome.ValueType] = {
     "success": common_pb2.OUTCOME_SUCCESS,
     "failure": common_pb2.OUTCOME_FAILURE,
     "partial_success": common_pb2.OUTCOME_PARTIAL_SUCCESS,
     "insufficient_evidence": common_pb2.OUTCOME_INSUFFICIENT_EVIDENCE,
 }
-_SOURCES = {
+_SOURCES: dict[str, labeler_pb2.LabelSource.ValueType] = {
     "imported": labeler_pb2.LABEL_SOURCE_IMPORTED,
     "llm": labeler_pb2.LABEL_SOURCE_LLM,
     "rules": labeler_pb2.LABEL_SOURCE_RULES,
 }
-_PATTERN_SOURCES = {"rules": labeler_pb2.PATTERN_SOURCE_RULES, "ml": labeler_pb2.PATTERN_SOURCE_ML}
+_PATTERN_SOURCES: dict[str, labeler_pb2.PatternSource.ValueType] = {
+    "rules": labeler_pb2.PATTERN_SOURCE_RULES,
+    "ml": labeler_pb2.PATTERN_SOURCE_ML,
+}
 MAX_BATCH = 500
 MAX_EVENTS_PER_CALL = 500
 
@@ -47,12 +56,14 @@ MAX_EVENTS_PER_CALL = 500
 class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
     """Evaluations of every owner's trace revisions, over gRPC."""
 
-    def __init__(self, sessions: sessionmaker[Session], ingest: Any, worker: EvaluationWorker) -> None:
+    def __init__(self, sessions: sessionmaker[Session], traces: TraceSource, worker: EvaluationWorker) -> None:
         self.sessions = sessions
-        self.ingest = ingest
+        self.traces = traces
         self.worker = worker
 
-    def AnnounceTraceRevision(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def AnnounceTraceRevision(
+        self, request: labeler_pb2.AnnounceTraceRevisionRequest, context: grpc.ServicerContext
+    ) -> labeler_pb2.AnnounceTraceRevisionResponse:
         """Queue the revision's evaluation (once) and wake the workers."""
         if request.revision < 1 or not request.trace_id:
             raise InvalidArgument("revision", "an announcement names a trace and a revision of at least 1")
@@ -62,21 +73,25 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
             self.worker.wake()
         return labeler_pb2.AnnounceTraceRevisionResponse()
 
-    def RelabelTrace(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def RelabelTrace(
+        self, request: labeler_pb2.RelabelTraceRequest, context: grpc.ServicerContext
+    ) -> labeler_pb2.RelabelTraceResponse:
         """Forget the trace's kept labels and evaluate its current revision again."""
         owner_id = owner_of(request)
-        revision = self._current_revision(owner_id, request.trace_id)
+        revision = self.traces.current_revision(owner_id, request.trace_id)
         with transaction(self.sessions) as session:
             store.forget_labels(session, request.trace_id)
             row = store.latest_evaluation(session, owner_id, request.trace_id, revision)
             if row is None:
                 store.enqueue(session, owner_id, request.trace_id, revision)
             elif row.status != store.RUNNING:
-                store.requeue(session, row)
+                store.requeue(session, row.id)
         self.worker.wake()
         return labeler_pb2.RelabelTraceResponse(revision=revision, status=common_pb2.JOB_STATUS_QUEUED)
 
-    def GetTraceEvaluation(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def GetTraceEvaluation(
+        self, request: labeler_pb2.GetTraceEvaluationRequest, context: grpc.ServicerContext
+    ) -> labeler_pb2.GetTraceEvaluationResponse:
         """The saved evaluation of a revision, or of the latest one evaluated."""
         revision = request.revision if request.HasField("revision") else None
         with transaction(self.sessions) as session:
@@ -86,7 +101,9 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
             evaluation = evaluation_to_proto(row) if row is not None else None
         return labeler_pb2.GetTraceEvaluationResponse(evaluation=evaluation)
 
-    def BatchGetEvaluationSummaries(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def BatchGetEvaluationSummaries(
+        self, request: labeler_pb2.BatchGetEvaluationSummariesRequest, context: grpc.ServicerContext
+    ) -> labeler_pb2.BatchGetEvaluationSummariesResponse:
         """The newest succeeded score and outcome of each trace that has one, in request order."""
         if len(request.trace_ids) > MAX_BATCH:
             raise InvalidArgument("trace_ids", f"at most {MAX_BATCH} per call")
@@ -95,7 +112,9 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
             summaries = [_summary(rows[trace_id]) for trace_id in request.trace_ids if trace_id in rows]
         return labeler_pb2.BatchGetEvaluationSummariesResponse(summaries=summaries)
 
-    def ListProcessPatterns(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def ListProcessPatterns(
+        self, request: labeler_pb2.ListProcessPatternsRequest, context: grpc.ServicerContext
+    ) -> labeler_pb2.ListProcessPatternsResponse:
         """Findings in the latest evaluated revision of the owner's traces, newest first."""
         pattern = request.pattern if request.HasField("pattern") else None
         if pattern is not None and pattern not in PATTERN_NAMES:
@@ -107,7 +126,9 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
             findings = [_finding_row(row) for row in rows]
         return labeler_pb2.ListProcessPatternsResponse(findings=findings, page_info=common_pb2.PageInfo(total=total))
 
-    def RecordTrajectoryEvents(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def RecordTrajectoryEvents(
+        self, request: labeler_pb2.RecordTrajectoryEventsRequest, context: grpc.ServicerContext
+    ) -> labeler_pb2.RecordTrajectoryEventsResponse:
         """Append a live task's events; answer the course correction to splice in, or none."""
         owner_id, events = owner_of(request), _events(request)
         if not 1 <= len(request.task_id) <= 200:
@@ -125,25 +146,24 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
             patterns=[_pattern(pattern) for pattern in patterns],
         )
 
-    def GetCourseCorrection(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def GetCourseCorrection(
+        self, request: labeler_pb2.GetCourseCorrectionRequest, context: grpc.ServicerContext
+    ) -> labeler_pb2.GetCourseCorrectionResponse:
         """The newest correction emitted for a task (live, or an OTLP trace id), if any."""
         with transaction(self.sessions) as session:
-            correction = latest_correction(session, owner_of(request), request.task_id)
+            correction = store.latest_correction(session, owner_of(request), request.task_id)
         return labeler_pb2.GetCourseCorrectionResponse(
             course_correction=_correction(correction) if correction else None
         )
 
-    def _current_revision(self, owner_id: str, trace_id: str) -> int:
-        request = ingest_pb2.GetTraceRequest(owner_id=owner_id, trace_id=trace_id)
-        try:
-            return int(self.ingest.GetTrace(request, timeout=30).trace.revision)
-        except grpc.RpcError as error:
-            if error.code() == grpc.StatusCode.NOT_FOUND:
-                raise NotFound(f"trace {trace_id} not found") from None
-            raise
+    def GetTraceCompletion(
+        self, request: labeler_pb2.GetTraceCompletionRequest, context: grpc.ServicerContext
+    ) -> labeler_pb2.GetTraceCompletionResponse:
+        """UNIMPLEMENTED: the proto declares the RPC ahead of the estimator, which issue 17 builds."""
+        raise Unimplemented("section completion estimates are not built yet (issue 17)")
 
 
-def _events(request: Any) -> list[TrajectoryEvent]:
+def _events(request: labeler_pb2.RecordTrajectoryEventsRequest) -> list[TrajectoryEvent]:
     if not 1 <= len(request.events) <= MAX_EVENTS_PER_CALL:
         raise InvalidArgument("events", f"send 1 to {MAX_EVENTS_PER_CALL} events per call")
     events = []
@@ -166,7 +186,7 @@ def _events(request: Any) -> list[TrajectoryEvent]:
     return events
 
 
-def _pattern(pattern: Pattern) -> Any:
+def _pattern(pattern: Pattern) -> labeler_pb2.Pattern:
     return labeler_pb2.Pattern(
         name=pattern.name,
         taxonomy=pattern.taxonomy,
@@ -176,7 +196,7 @@ def _pattern(pattern: Pattern) -> Any:
     )
 
 
-def _correction(correction: CourseCorrection) -> Any:
+def _correction(correction: CourseCorrection) -> labeler_pb2.CourseCorrection:
     return labeler_pb2.CourseCorrection(
         task_id=correction.task_id,
         taxonomy=correction.taxonomy,
@@ -188,7 +208,7 @@ def _correction(correction: CourseCorrection) -> Any:
     )
 
 
-def _finding_json(trace_id: str, revision: int, finding: Mapping[str, Any]) -> Any:
+def _finding_json(trace_id: str, revision: int, finding: Mapping[str, Any]) -> labeler_pb2.ProcessFinding:
     return labeler_pb2.ProcessFinding(
         trace_id=trace_id,
         revision=revision,
@@ -207,7 +227,7 @@ def _finding_json(trace_id: str, revision: int, finding: Mapping[str, Any]) -> A
     )
 
 
-def _finding_row(row: store.ProcessFindingRow) -> Any:
+def _finding_row(row: store.ProcessFindingRow) -> labeler_pb2.ProcessFinding:
     return _finding_json(
         row.trace_id,
         row.revision,
@@ -226,7 +246,7 @@ def _finding_row(row: store.ProcessFindingRow) -> Any:
     )
 
 
-def _summary(row: store.EvaluationRow) -> Any:
+def _summary(row: store.EvaluationRow) -> labeler_pb2.EvaluationSummary:
     return labeler_pb2.EvaluationSummary(
         trace_id=row.trace_id,
         revision=row.revision,
@@ -236,7 +256,7 @@ def _summary(row: store.EvaluationRow) -> Any:
     )
 
 
-def evaluation_to_proto(row: store.EvaluationRow) -> Any:
+def evaluation_to_proto(row: store.EvaluationRow) -> labeler_pb2.TraceEvaluation:
     """A saved evaluation as its message."""
     body = row.body or {"steps": [], "tasks": []}
     return labeler_pb2.TraceEvaluation(
@@ -256,7 +276,7 @@ def evaluation_to_proto(row: store.EvaluationRow) -> Any:
     )
 
 
-def _step(step: Mapping[str, Any]) -> Any:
+def _step(step: Mapping[str, Any]) -> labeler_pb2.StepEvaluation:
     message = labeler_pb2.StepEvaluation(
         step_id=step["step_id"],
         step_index=step["step_index"],

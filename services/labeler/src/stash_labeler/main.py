@@ -1,4 +1,8 @@
-"""Entry point: load settings, migrate the labeler's tables, start the worker, serve gRPC until SIGTERM."""
+"""Entry point: load settings, migrate the labeler's tables, start the worker, serve gRPC until SIGTERM.
+
+The labelers, the grader and the PRM's classifier are chosen here from the settings; the OpenAI
+library is imported only when one of them needs it, so a rule-only labeler never loads it.
+"""
 
 from __future__ import annotations
 
@@ -17,14 +21,14 @@ from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
 from stash_labeler.api import LabelerServicer
-from stash_labeler.evaluate import Grader
-from stash_labeler.labeling import Labeler
-from stash_labeler.prm import LLMTrajectoryClassifier
-from stash_labeler.process import ProcessModel
-from stash_labeler.rules import RuleLabeler
+from stash_labeler.evaluation_worker import EvaluationWorker, WorkerConfig
+from stash_labeler.ingest_client import IngestClient
+from stash_labeler.labeling.protocol import Labeler
+from stash_labeler.labeling.rules import RuleLabeler
+from stash_labeler.prm import LLMTrajectoryClassifier, ProcessModel
+from stash_labeler.scoring.grading import Grader, OpenAIGrader
 from stash_labeler.settings import LabelerSettings
 from stash_labeler.store import MIGRATIONS_DIR
-from stash_labeler.worker import EvaluationWorker, WorkerConfig
 
 log = structlog.get_logger()
 
@@ -35,7 +39,7 @@ def make_labeler(settings: LabelerSettings) -> Labeler:
         return RuleLabeler()
     import openai
 
-    from stash_labeler.llm_labeler import OpenAILabeler
+    from stash_labeler.labeling.llm import OpenAILabeler
 
     client = openai.OpenAI(api_key=settings.openai_api_key, base_url=settings.openai_base_url)
     return OpenAILabeler(
@@ -51,8 +55,6 @@ def make_grader(settings: LabelerSettings) -> Grader | None:
     if not settings.grading_model:
         return None
     import openai
-
-    from stash_labeler.quality import OpenAIGrader
 
     client = openai.OpenAI(api_key=settings.grading_api_key or "unset", base_url=settings.grading_base_url)
     return OpenAIGrader(client, settings.grading_model)
@@ -83,7 +85,7 @@ def main() -> None:
     configure_logging("labeler", settings.log_level)
     upgrade("labeler", MIGRATIONS_DIR, settings.database_url)
     sessions = make_sessions(make_engine(settings.database_url))
-    ingest = ingest_pb2_grpc.IngestServiceStub(open_channel(settings.address_of("ingest")))
+    ingest = IngestClient(ingest_pb2_grpc.IngestServiceStub(open_channel(settings.address_of("ingest"))))
     wakeups = make_wakeups(settings.redis_url)
     labeler = make_labeler(settings)
     worker = EvaluationWorker(

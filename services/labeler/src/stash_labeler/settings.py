@@ -17,7 +17,7 @@ class LabelerSettings(ServiceSettings):
     model_config = service_config("labeler")
 
     port: int = DEFAULT_GRPC_PORTS["labeler"]
-    database_url: str | None = cluster_required(
+    database_url: str = cluster_required(
         "STASH_LABELER_DATABASE_URL", "PostgreSQL URL for the labeler's labels, evaluations and findings"
     )
     redis_url: str | None = cluster_required(

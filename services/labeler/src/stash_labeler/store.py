@@ -1,14 +1,21 @@
-"""The tables the labeler owns: kept chunk labels, evaluations per trace revision, the sweep cursor."""
+"""The tables the labeler owns and every query on them: the evaluation queue, kept labels, PRM findings,
+live task windows, the course-correction ledger, and the sweep cursor.
+
+All of the labeler's SQL lives here. Domain code hands in and gets back dataclasses (kept labels,
+findings, trajectory events, corrections); the servicer reads evaluation and finding rows directly,
+because it only renders them as messages.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
     JSON,
+    CursorResult,
     DateTime,
     Float,
     Index,
@@ -16,14 +23,22 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    Update,
     delete,
     func,
     select,
     update,
 )
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from stash_common.db import new_id, utc_now
+from stash_labeler.evaluation import Evaluation, KeptLabel
+from stash_labeler.label_schema import LabelSource, StepLabel
+from stash_labeler.labeling.protocol import ChunkLabel
+from stash_labeler.prm import CourseCorrection, Finding, TrajectoryEvent
+from stash_labeler.prm.corrections import SUGGESTION_MAX_CHARS
+from stash_labeler.traces import LabelerTrace, TraceRevision
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
@@ -154,19 +169,64 @@ def enqueue(session: Session, owner_id: str, trace_id: str, revision: int) -> bo
     return True
 
 
-def requeue(session: Session, row: EvaluationRow) -> None:
-    """Run a saved evaluation again (relabel)."""
-    row.status, row.error, row.attempts, row.updated_at = QUEUED, None, 0, utc_now()
+def requeue(session: Session, evaluation_id: str) -> None:
+    """Run a saved evaluation again, with its attempts counted afresh (relabel, or ingest out of reach)."""
+    session.execute(
+        update(EvaluationRow)
+        .where(EvaluationRow.id == evaluation_id)
+        .values(status=QUEUED, error=None, attempts=0, updated_at=utc_now())
+    )
 
 
 def claim(session: Session, evaluation_id: str) -> bool:
     """Move a queued evaluation to running; only one claimer wins."""
-    claimed = session.execute(
+    claimed = _changed(
+        session,
         update(EvaluationRow)
         .where(EvaluationRow.id == evaluation_id, EvaluationRow.status == QUEUED)
-        .values(status=RUNNING, attempts=EvaluationRow.attempts + 1, updated_at=utc_now())
+        .values(status=RUNNING, attempts=EvaluationRow.attempts + 1, updated_at=utc_now()),
     )
-    return claimed.rowcount == 1  # type: ignore[attr-defined]
+    return claimed == 1
+
+
+def revision_of(session: Session, evaluation_id: str) -> TraceRevision | None:
+    """The revision an evaluation is of; None once it is gone (its trace was deleted meanwhile)."""
+    row = session.get(EvaluationRow, evaluation_id)
+    return TraceRevision(row.owner_id, row.trace_id, row.revision) if row is not None else None
+
+
+def save_evaluation(session: Session, evaluation_id: str, trace: LabelerTrace, evaluation: Evaluation) -> bool:
+    """Record a succeeded evaluation and keep its labels; False, saving nothing, when the row is gone."""
+    now = utc_now()
+    succeeded = (
+        update(EvaluationRow)
+        .where(EvaluationRow.id == evaluation_id)
+        .values(
+            status=SUCCEEDED,
+            error=None,
+            body=evaluation.body,
+            trace_score=evaluation.trace_score,
+            outcome=evaluation.outcome,
+            labeler=evaluation.labeler.value,
+            updated_at=now,
+            finished_at=now,
+        )
+    )
+    if _changed(session, succeeded) == 0:
+        return False
+    if evaluation.labeler != LabelSource.IMPORTED:  # imported labels stay in the trace itself
+        _keep_labels(session, trace, evaluation.labels, now)
+    return True
+
+
+def fail(session: Session, evaluation_id: str, error: str) -> None:
+    """Record what stopped an evaluation; relabeling tries again."""
+    now = utc_now()
+    session.execute(
+        update(EvaluationRow)
+        .where(EvaluationRow.id == evaluation_id)
+        .values(status=FAILED, error=error, updated_at=now, finished_at=now)
+    )
 
 
 def queued_ids(session: Session, limit: int) -> list[str]:
@@ -216,10 +276,36 @@ def latest_succeeded(session: Session, owner_id: str, trace_ids: Sequence[str]) 
     return {row.trace_id: row for row in rows}
 
 
-def kept_labels(session: Session, trace_id: str) -> dict[str, ChunkLabelRow]:
+def kept_labels(session: Session, trace_id: str) -> dict[str, KeptLabel]:
     """The kept labels of a trace by chunk id."""
-    rows = session.scalars(select(ChunkLabelRow).where(ChunkLabelRow.trace_id == trace_id))
-    return {row.chunk_id: row for row in rows}
+    return {row.chunk_id: _kept(row) for row in _label_rows(session, trace_id)}
+
+
+def _keep_labels(session: Session, trace: LabelerTrace, labels: Mapping[str, KeptLabel], now: datetime) -> None:
+    existing = {row.chunk_id: row for row in _label_rows(session, trace.id)}
+    for chunk_id, kept in labels.items():
+        values = {
+            "owner_id": trace.owner_id,
+            "fingerprint": kept.label.fingerprint,
+            "label": kept.label.label.model_dump(mode="json"),
+            "source": kept.label.source.value,
+            "model": kept.label.model,
+            "distribution": kept.distribution,
+        }
+        if chunk_id in existing:
+            for name, value in values.items():
+                setattr(existing[chunk_id], name, value)
+        else:
+            session.add(ChunkLabelRow(trace_id=trace.id, chunk_id=chunk_id, created_at=now, **values))
+
+
+def _label_rows(session: Session, trace_id: str) -> Iterable[ChunkLabelRow]:
+    return session.scalars(select(ChunkLabelRow).where(ChunkLabelRow.trace_id == trace_id))
+
+
+def _kept(row: ChunkLabelRow) -> KeptLabel:
+    label = ChunkLabel(StepLabel.model_validate(row.label), LabelSource(row.source), row.model, row.fingerprint)
+    return KeptLabel(label, row.distribution)
 
 
 def forget_trace(session: Session, trace_id: str) -> None:
@@ -227,6 +313,15 @@ def forget_trace(session: Session, trace_id: str) -> None:
     forget_labels(session, trace_id)
     session.execute(delete(ProcessFindingRow).where(ProcessFindingRow.trace_id == trace_id))
     session.execute(delete(EvaluationRow).where(EvaluationRow.trace_id == trace_id))
+
+
+def replace_findings(session: Session, trace: LabelerTrace, findings: Sequence[Finding]) -> None:
+    """Replace the trace's findings with those of this revision."""
+    session.execute(delete(ProcessFindingRow).where(ProcessFindingRow.trace_id == trace.id))
+    for finding in findings:
+        values = finding.as_json()
+        values["suggestion"] = values["suggestion"][:SUGGESTION_MAX_CHARS]
+        session.add(ProcessFindingRow(owner_id=trace.owner_id, trace_id=trace.id, revision=trace.revision, **values))
 
 
 def list_findings(
@@ -243,6 +338,91 @@ def list_findings(
     return list(session.scalars(query.limit(limit).offset(offset))), total
 
 
+def append_events(
+    session: Session, owner_id: str, task_id: str, events: Sequence[TrajectoryEvent], keep: int
+) -> list[TrajectoryEvent]:
+    """Append a live task's events, drop all but its newest `keep`, and return those, oldest first."""
+    key = (TrajectoryEventRow.owner_id == owner_id, TrajectoryEventRow.task_id == task_id)
+    last = session.scalar(select(func.max(TrajectoryEventRow.seq)).where(*key)) or 0
+    for offset, event in enumerate(events, start=1):
+        session.add(TrajectoryEventRow(owner_id=owner_id, task_id=task_id, seq=last + offset, event=_event_json(event)))
+    session.flush()
+    newest = last + len(events)
+    session.execute(delete(TrajectoryEventRow).where(*key, TrajectoryEventRow.seq <= newest - keep))
+    rows = session.scalars(select(TrajectoryEventRow).where(*key).order_by(TrajectoryEventRow.seq))
+    return [_event(row.event) for row in rows]
+
+
+def _event_json(event: TrajectoryEvent) -> dict[str, Any]:
+    return {
+        "timestamp": event.timestamp.isoformat(),
+        "role": event.role,
+        "action": event.action,
+        "target_files": list(event.target_files),
+        "success": event.success,
+        "duration_s": event.duration_s,
+        "signature": event.signature,
+    }
+
+
+def _event(saved: dict[str, Any]) -> TrajectoryEvent:
+    return TrajectoryEvent(
+        timestamp=datetime.fromisoformat(saved["timestamp"]),
+        role=saved["role"],
+        action=saved["action"],
+        target_files=tuple(saved["target_files"]),
+        success=saved["success"],
+        duration_s=saved["duration_s"],
+        signature=saved.get("signature", ""),
+    )
+
+
+def emitted_fingerprints(session: Session, owner_id: str, task_id: str) -> set[str]:
+    """The fingerprints of every correction the task has been given."""
+    query = select(CourseCorrectionRow.fingerprint).where(
+        CourseCorrectionRow.owner_id == owner_id, CourseCorrectionRow.task_id == task_id
+    )
+    return set(session.scalars(query))
+
+
+def add_correction(session: Session, owner_id: str, correction: CourseCorrection) -> bool:
+    """Add a correction to the ledger; False when a concurrent request emitted the same fingerprint first."""
+    row = CourseCorrectionRow(
+        owner_id=owner_id,
+        task_id=correction.task_id,
+        taxonomy=correction.taxonomy,
+        pattern=correction.pattern,
+        fingerprint=correction.fingerprint,
+        suggestion=correction.suggestion,
+        created_at=correction.created_at,
+    )
+    try:
+        with session.begin_nested():  # the savepoint keeps the caller's transaction usable after a conflict
+            session.add(row)
+    except IntegrityError:
+        return False
+    return True
+
+
+def latest_correction(session: Session, owner_id: str, task_id: str) -> CourseCorrection | None:
+    """The newest correction emitted for a task."""
+    row = session.scalar(
+        select(CourseCorrectionRow)
+        .where(CourseCorrectionRow.owner_id == owner_id, CourseCorrectionRow.task_id == task_id)
+        .order_by(CourseCorrectionRow.created_at.desc())
+        .limit(1)
+    )
+    if row is None:
+        return None
+    return CourseCorrection(
+        task_id=row.task_id,
+        taxonomy=row.taxonomy,
+        pattern=row.pattern,
+        suggestion=row.suggestion,
+        created_at=row.created_at.replace(tzinfo=row.created_at.tzinfo or UTC),  # SQLite drops the zone
+    )
+
+
 def load_cursor(session: Session, name: str) -> str:
     """The sweep's cursor; empty before the first sweep."""
     row = session.get(SweepCursorRow, name)
@@ -257,3 +437,10 @@ def save_cursor(session: Session, name: str, cursor: str) -> None:
 def forget_labels(session: Session, trace_id: str) -> None:
     """Drop a trace's kept labels so the next evaluation labels every chunk again."""
     session.execute(delete(ChunkLabelRow).where(ChunkLabelRow.trace_id == trace_id))
+
+
+def _changed(session: Session, statement: Update) -> int:
+    """How many rows an UPDATE changed."""
+    result = session.execute(statement)
+    assert isinstance(result, CursorResult)  # DML without RETURNING answers with a cursor result
+    return result.rowcount

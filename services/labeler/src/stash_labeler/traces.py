@@ -1,12 +1,16 @@
-"""The labeler's read-only view of a trace revision, converted from the ingest service's messages."""
+"""The labeler's read-only view of ingest's traces, and what the labeler needs ingest to answer.
+
+Ingest owns traces; the labeler only reads them, at one revision at a time, through `TraceSource`.
+`ingest_client.IngestClient` is the gRPC implementation, where ingest's messages become these
+dataclasses and its statuses become `stash_common.errors`, so nothing past the edge sees a message.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from stash_common.messages import json_of
-from stash_common.steps import TraceStep, step_from_proto
+from stash_common.steps import TraceStep
 
 
 @dataclass(frozen=True)
@@ -22,14 +26,38 @@ class LabelerTrace:
     external_id: str | None = None
 
 
-def trace_from_proto(owner_id: str, message: Any) -> LabelerTrace:
-    """A `stash.rm.v1.Trace` as a LabelerTrace."""
-    return LabelerTrace(
-        id=message.id,
-        owner_id=owner_id,
-        revision=message.revision,
-        source_format=message.source_format,
-        steps=tuple(step_from_proto(step) for step in message.steps),
-        metadata=json_of(message.metadata),
-        external_id=message.external_id if message.HasField("external_id") else None,
-    )
+@dataclass(frozen=True)
+class TraceRevision:
+    """One revision of one owner's trace: what an evaluation is of."""
+
+    owner_id: str
+    trace_id: str
+    revision: int
+
+
+@dataclass(frozen=True)
+class RevisionPage:
+    """Revisions changed after a cursor, and the cursor to read on from."""
+
+    revisions: tuple[TraceRevision, ...]
+    next_cursor: str
+
+
+class TraceSource(Protocol):
+    """Where the labeler reads traces (ingest).
+
+    Failures are `stash_common.errors`: `NotFound` (deleted or another owner's), `FailedPrecondition`
+    (the revision was superseded), `Unavailable` (out of reach; try again later).
+    """
+
+    def trace_revision(self, owner_id: str, trace_id: str, revision: int) -> LabelerTrace:
+        """The trace as of `revision`."""
+        ...
+
+    def current_revision(self, owner_id: str, trace_id: str) -> int:
+        """The trace's newest revision."""
+        ...
+
+    def changed_revisions(self, cursor: str, limit: int) -> RevisionPage:
+        """The latest revisions of traces changed after `cursor`, across owners, oldest change first."""
+        ...

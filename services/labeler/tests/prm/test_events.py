@@ -10,7 +10,8 @@ import pytest
 from google.protobuf import json_format
 
 from stash.rm.v1 import common_pb2
-from stash_common.steps import TraceStep, step_from_proto
+from stash_common.step_messages import step_from_proto
+from stash_common.steps import TraceStep
 from stash_ingest.adapters.registry import ADAPTERS
 from stash_labeler.prm.events import EPOCH, TrajectoryEvent, events_from_steps, steps_covered
 from stash_labeler.prm.trajectory import TaskLog

@@ -10,7 +10,8 @@ most severe new one into a course correction:
         correction = log.emit_correction([match.pattern for match in matches])
 
 With `PRMConfig(strategy="rules+ml")`, `LLMTrajectoryClassifier.classify` adds patterns an LLM sees
-and `merge_patterns` puts the rules first.
+and `merge_patterns` puts the rules first. `ProcessModel` is that whole model as the labeler runs it,
+over a live window or a stored trace. The package is pure: what it finds is kept by `store.py`.
 """
 
 from stash_labeler.prm.calls import call_signature, describe_call
@@ -35,6 +36,7 @@ from stash_labeler.prm.detectors import (
 )
 from stash_labeler.prm.events import StepEvent, TrajectoryEvent, events_from_steps, steps_covered
 from stash_labeler.prm.patterns import PATTERN_KINDS, PATTERN_NAMES, Pattern, PatternMatch, PatternName, Taxonomy
+from stash_labeler.prm.process_model import Finding, ProcessModel
 from stash_labeler.prm.trajectory import MAX_EVENTS, TaskLog
 
 __all__ = [
@@ -44,12 +46,14 @@ __all__ = [
     "PATTERN_NAMES",
     "SUGGESTIONS",
     "CourseCorrection",
+    "Finding",
     "LLMCompleter",
     "LLMTrajectoryClassifier",
     "PRMConfig",
     "Pattern",
     "PatternMatch",
     "PatternName",
+    "ProcessModel",
     "StepEvent",
     "TaskLog",
     "Taxonomy",

@@ -5,36 +5,26 @@ it is and never sent to a model. Otherwise the configured labeler labels the chu
 kept label with the same fingerprint (the rule-based labeler relabels every chunk: it is cheap and
 reads neighbouring chunks). The grading model, when configured, checks open chunks that have no
 kept distribution.
+
+Evaluating does no I/O of its own: the evaluation worker fetches the revision and the kept labels,
+and `store.save_evaluation` keeps what this returns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
 from stash_labeler.chunks import Chunk, cut_chunks
-from stash_labeler.credit import CREDIT_METHOD, expected_credit
-from stash_labeler.labeling import ChunkLabel, Labeler, LabelingError
-from stash_labeler.labels import LabelSource, StepLabel
-from stash_labeler.scoring import ChunkScore, Scores, open_chunks, score
+from stash_labeler.label_schema import LabelSource, StepLabel
+from stash_labeler.labeling.protocol import ChunkLabel, Labeler, LabelingError
+from stash_labeler.scoring.credit import CREDIT_METHOD, expected_credit
+from stash_labeler.scoring.grading import Grader
+from stash_labeler.scoring.rules import ChunkScore, Scores, open_chunks, score
 from stash_labeler.traces import LabelerTrace
-
-
-class Grader(Protocol):
-    """A grading model asked one multiple-choice question per open chunk."""
-
-    def grade(
-        self,
-        trace: LabelerTrace,
-        chunks: Sequence[Chunk],
-        labels: Mapping[str, StepLabel],
-        open_chunk_ids: Sequence[str],
-    ) -> dict[str, dict[str, float]]:
-        """Distributions over the credit labels, by chunk id; a chunk that failed is left out."""
-        ...
 
 
 @dataclass(frozen=True)

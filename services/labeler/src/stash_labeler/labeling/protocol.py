@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from stash_labeler.chunks import Chunk
-from stash_labeler.labels import LabelSource, StepLabel
+from stash_labeler.label_schema import LabelSource, StepLabel
 from stash_labeler.traces import LabelerTrace
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stash_labeler.credit import anchored_distribution, expected_credit, ordinal_credit
+from stash_labeler.scoring.credit import anchored_distribution, expected_credit, ordinal_credit
 
 ANCHOR_ORDER = ["strongly_negative", "negative", "neutral", "positive", "strongly_positive"]
 SPEC_EXAMPLE = {"negative": 0.1, "neutral": 0.2, "positive": 0.6, "strongly_positive": 0.1}

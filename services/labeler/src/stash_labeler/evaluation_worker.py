@@ -4,35 +4,36 @@ Announcements queue a row and wake the worker (in-process in the embedded profil
 in the cluster one, so any replica may pick it up). The database row is the truth: the periodic
 sweep reads ingest's list of changed revisions from a saved cursor and queues any revision without
 an evaluation, and it puts evaluations left running by a crashed worker back in the queue.
+
+Ingest is reached through a `TraceSource`, whose failures are `stash_common.errors`: this module
+decides what an outage or a deleted trace means for the queue without knowing the transport.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
-import grpc
 import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
-from stash.rm.v1 import ingest_pb2
 from stash_common.coordination import Wakeups
-from stash_common.db import transaction, utc_now
+from stash_common.db import transaction
+from stash_common.errors import FailedPrecondition, NotFound, StashError, Unavailable
 from stash_common.queue_loop import QueueLoop
 from stash_labeler import store
-from stash_labeler.evaluate import Evaluation, Grader, KeptLabel, evaluate
-from stash_labeler.labeling import ChunkLabel, Labeler, LabelingError
-from stash_labeler.labels import LabelSource, StepLabel
-from stash_labeler.process import Finding, ProcessModel, correct_otlp_trace, save_findings
-from stash_labeler.traces import LabelerTrace, trace_from_proto
+from stash_labeler.correction_ledger import correct_otlp_trace
+from stash_labeler.evaluation import evaluate
+from stash_labeler.labeling.protocol import Labeler, LabelingError
+from stash_labeler.prm import Finding, ProcessModel
+from stash_labeler.scoring.grading import Grader
+from stash_labeler.traces import LabelerTrace, TraceRevision, TraceSource
 
 log = structlog.get_logger()
 WAKEUP_TOPIC = "labeler.evaluations"
 SWEEP_CURSOR = "ingest.revisions"
 CLAIM_BATCH = 20
 MAX_ATTEMPTS = 3
-_OUT_OF_REACH = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class EvaluationWorker:
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        ingest: Any,
+        traces: TraceSource,
         labeler: Labeler,
         wakeups: Wakeups,
         config: WorkerConfig = WorkerConfig(),
@@ -58,7 +59,7 @@ class EvaluationWorker:
         process_model: ProcessModel | None = None,
     ) -> None:
         self.sessions = sessions
-        self.ingest = ingest
+        self.traces = traces
         self.labeler = labeler
         self.grader = grader
         self.wakeups = wakeups
@@ -104,9 +105,7 @@ class EvaluationWorker:
             revived = store.requeue_stale(session, self.config.stale_after, MAX_ATTEMPTS)
             cursor = store.load_cursor(session, SWEEP_CURSOR)
         while True:
-            page = self.ingest.ListTraceRevisions(
-                ingest_pb2.ListTraceRevisionsRequest(cursor=cursor, limit=self.config.page_size), timeout=30
-            )
+            page = self.traces.changed_revisions(cursor, self.config.page_size)
             with transaction(self.sessions) as session:
                 for item in page.revisions:
                     queued += store.enqueue(session, item.owner_id, item.trace_id, item.revision)
@@ -124,40 +123,41 @@ class EvaluationWorker:
         Returns False, with the revision queued again, when ingest could not be reached.
         """
         with transaction(self.sessions) as session:
-            row = session.get(store.EvaluationRow, evaluation_id)
-            assert row is not None
-            owner_id, trace_id, revision = row.owner_id, row.trace_id, row.revision
-            kept = {chunk_id: _kept(item) for chunk_id, item in store.kept_labels(session, trace_id).items()}
+            claimed = store.revision_of(session, evaluation_id)
+            if claimed is None:
+                return True  # the trace was deleted since the claim, and its evaluations with it
+            kept = store.kept_labels(session, claimed.trace_id)
         try:
-            trace = self._fetch(owner_id, trace_id, revision)
-            if trace is None:
-                return True
+            trace = self.traces.trace_revision(claimed.owner_id, claimed.trace_id, claimed.revision)
             evaluation = evaluate(trace, self.labeler, kept, self.grader)
-        except grpc.RpcError as error:
-            if error.code() not in _OUT_OF_REACH:
-                self._fail(evaluation_id, f"ingest answered {error.code().name}: {error.details()}")
-                return True
-            log.warning("ingest out of reach; evaluation queued again", trace_id=trace_id, code=error.code().name)
+        except NotFound:
+            self._forget(claimed)
+            return True
+        except FailedPrecondition:
+            self._fail(evaluation_id, f"revision {claimed.revision} was superseded before it was evaluated")
+            return True
+        except Unavailable as error:
+            log.warning("ingest out of reach; evaluation queued again", trace_id=claimed.trace_id, error=str(error))
             with transaction(self.sessions) as session:
-                store.requeue(session, session.get(store.EvaluationRow, evaluation_id))
+                store.requeue(session, evaluation_id)
             return False
-        except LabelingError as error:
+        except (StashError, LabelingError) as error:
             self._fail(evaluation_id, str(error))
             return True
         except Exception as error:  # a bug must not leave the row running forever
-            log.exception("evaluation failed", trace_id=trace_id, revision=revision)
+            log.exception("evaluation failed", trace_id=claimed.trace_id, revision=claimed.revision)
             self._fail(evaluation_id, f"{type(error).__name__}: {error}")
             return True
         findings = self._findings(trace)
         evaluation.body["process_patterns"] = [finding.as_json() for finding in findings]
         with transaction(self.sessions) as session:
-            _save(session, evaluation_id, trace, evaluation)
-            save_findings(session, trace, findings)
-            correct_otlp_trace(session, trace, findings)
+            if store.save_evaluation(session, evaluation_id, trace, evaluation):
+                store.replace_findings(session, trace, findings)
+                correct_otlp_trace(session, trace, findings)
         log.info(
             "trace evaluated",
-            trace_id=trace_id,
-            revision=revision,
+            trace_id=trace.id,
+            revision=trace.revision,
             labeler=evaluation.labeler.value,
             labeled=len(evaluation.labeled_now),
             score=evaluation.trace_score,
@@ -172,54 +172,10 @@ class EvaluationWorker:
             log.exception("process patterns failed", trace_id=trace.id, revision=trace.revision)
             return []
 
-    def _fetch(self, owner_id: str, trace_id: str, revision: int) -> LabelerTrace | None:
-        """The trace at `revision`; None (and the row settled) when it was deleted or superseded."""
-        request = ingest_pb2.GetTraceRevisionRequest(owner_id=owner_id, trace_id=trace_id, revision=revision)
-        try:
-            response = self.ingest.GetTraceRevision(request, timeout=60)
-        except grpc.RpcError as error:
-            if error.code() == grpc.StatusCode.NOT_FOUND:
-                with transaction(self.sessions) as session:
-                    store.forget_trace(session, trace_id)
-                return None
-            if error.code() == grpc.StatusCode.FAILED_PRECONDITION:
-                raise LabelingError(f"revision {revision} was superseded before it was evaluated") from None
-            raise
-        return trace_from_proto(owner_id, response.trace)
+    def _forget(self, gone: TraceRevision) -> None:
+        with transaction(self.sessions) as session:
+            store.forget_trace(session, gone.trace_id)
 
     def _fail(self, evaluation_id: str, error: str) -> None:
         with transaction(self.sessions) as session:
-            row = session.get(store.EvaluationRow, evaluation_id)
-            if row is not None:
-                row.status, row.error, row.updated_at, row.finished_at = store.FAILED, error, utc_now(), utc_now()
-
-
-def _kept(row: store.ChunkLabelRow) -> KeptLabel:
-    label = ChunkLabel(StepLabel.model_validate(row.label), LabelSource(row.source), row.model, row.fingerprint)
-    return KeptLabel(label, row.distribution)
-
-
-def _save(session: Session, evaluation_id: str, trace: LabelerTrace, evaluation: Evaluation) -> None:
-    row = session.get(store.EvaluationRow, evaluation_id)
-    assert row is not None
-    now = utc_now()
-    row.status, row.error, row.body = store.SUCCEEDED, None, evaluation.body
-    row.trace_score, row.outcome, row.labeler = evaluation.trace_score, evaluation.outcome, evaluation.labeler.value
-    row.updated_at = row.finished_at = now
-    if evaluation.labeler == LabelSource.IMPORTED:
-        return
-    existing = store.kept_labels(session, trace.id)
-    for chunk_id, kept in evaluation.labels.items():
-        values = {
-            "owner_id": trace.owner_id,
-            "fingerprint": kept.label.fingerprint,
-            "label": kept.label.label.model_dump(mode="json"),
-            "source": kept.label.source.value,
-            "model": kept.label.model,
-            "distribution": kept.distribution,
-        }
-        if chunk_id in existing:
-            for name, value in values.items():
-                setattr(existing[chunk_id], name, value)
-        else:
-            session.add(store.ChunkLabelRow(trace_id=trace.id, chunk_id=chunk_id, created_at=now, **values))
+            store.fail(session, evaluation_id, error)

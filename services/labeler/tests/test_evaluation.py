@@ -10,10 +10,10 @@ from fakes.llm_server import FakeLLM
 
 from stash_common.steps import TraceStep
 from stash_labeler.chunks import Chunk
-from stash_labeler.evaluate import evaluate
-from stash_labeler.labels import LabelSource, StepLabel
-from stash_labeler.quality import OpenAIGrader
-from stash_labeler.rules import RuleLabeler
+from stash_labeler.evaluation import evaluate
+from stash_labeler.label_schema import LabelSource, StepLabel
+from stash_labeler.labeling.rules import RuleLabeler
+from stash_labeler.scoring.grading import OpenAIGrader
 from stash_labeler.traces import LabelerTrace
 
 STEPS = (

@@ -13,10 +13,10 @@ from fakes.llm_server import FakeLLM
 
 from stash_common.steps import TraceStep
 from stash_labeler.chunks import Chunk, cut_chunks
-from stash_labeler.labeling import LabelingError
-from stash_labeler.labels import LabelSource, StepLabel
-from stash_labeler.llm_labeler import OpenAILabeler
-from stash_labeler.rules import label_chunks
+from stash_labeler.label_schema import LabelSource, StepLabel
+from stash_labeler.labeling.llm import OpenAILabeler
+from stash_labeler.labeling.protocol import LabelingError
+from stash_labeler.labeling.rules import label_chunks
 from stash_labeler.traces import LabelerTrace
 
 # What a request may hold beyond the character budget: the transcript's header and the carried-over note.

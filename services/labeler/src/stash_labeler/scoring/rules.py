@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from stash_labeler.credit import ANCHORS, anchored_distribution, expected_credit, ordinal_credit
-from stash_labeler.labels import StepLabel
+from stash_labeler.label_schema import StepLabel
+from stash_labeler.scoring.credit import ANCHORS, anchored_distribution, expected_credit, ordinal_credit
 
 WORK_COSTS: dict[str, float] = {"lookup": -0.03, "change": -0.05, "question": -0.05, "message": 0.0}
 ERROR_COST = -0.10

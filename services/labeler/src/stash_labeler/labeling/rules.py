@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 import orjson
 
 from stash_labeler.chunks import Chunk
-from stash_labeler.labels import EVIDENCE_MAX_CHARS, LabelSource, StepLabel
+from stash_labeler.label_schema import EVIDENCE_MAX_CHARS, LabelSource, StepLabel
 from stash_labeler.traces import LabelerTrace
 
 

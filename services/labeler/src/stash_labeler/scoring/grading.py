@@ -1,6 +1,6 @@
-"""Grading-model quality checks: one multiple-choice question per open step, read as a probability distribution.
+"""The grader: one multiple-choice question per open step to a grading model, read as a probability distribution.
 
-The scoring module names the steps whose labels leave the outcome open (a tool call, a question, an
+The scoring rules name the steps whose labels leave the outcome open (a tool call, a question, an
 answer nobody reacted to); each gets one question about that step, shown after the conversation
 before it. The options A to F are the five substantive credit labels, from strongly negative to
 strongly positive, then `insufficient_evidence`, each phrased for the kind of step. The model answers
@@ -8,6 +8,9 @@ with one letter; the probabilities of the first output token's top alternatives,
 over its tokenizations ("B", " B") and normalised over the six options, are the distribution. A
 response without logprobs counts as certain of the letter it names. A step that cannot be graded is
 logged and left without a distribution, so it keeps its rule points.
+
+The OpenAI client is only a type here (the caller builds it), so importing the grader's protocol
+does not load the OpenAI library.
 """
 
 from __future__ import annotations
@@ -15,16 +18,19 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
-import openai
 import structlog
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 from stash_labeler.chunks import Chunk
-from stash_labeler.credit import CREDIT_LABELS
-from stash_labeler.labels import StepLabel
-from stash_labeler.llm_labeler import opening_request, render_chunk
+from stash_labeler.label_schema import StepLabel
+from stash_labeler.scoring.credit import CREDIT_LABELS
 from stash_labeler.traces import LabelerTrace
+from stash_labeler.transcript import opening_request, render_chunk
+
+if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 log = structlog.get_logger(__name__)
 
@@ -63,6 +69,20 @@ INSTRUCTIONS = (
     "it was); text marked as omitted was cut to fit. Then comes a multiple-choice question about the step. "
     "Judge only what the conversation shows. Answer with the single letter of the best option and nothing else."
 )
+
+
+class Grader(Protocol):
+    """A grading model asked one multiple-choice question per open chunk."""
+
+    def grade(
+        self,
+        trace: LabelerTrace,
+        chunks: Sequence[Chunk],
+        labels: Mapping[str, StepLabel],
+        open_chunk_ids: Sequence[str],
+    ) -> dict[str, dict[str, float]]:
+        """Distributions over the credit labels, by chunk id; a chunk that failed is left out."""
+        ...
 
 
 class OpenAIGrader:
