@@ -16,7 +16,8 @@ import grpc
 
 from stash.rm.v1 import common_pb2, ingest_pb2, ingest_pb2_grpc, labeler_pb2, labeler_pb2_grpc
 from stash_common.errors import InvalidArgument, Unavailable
-from stash_common.steps import TraceStep, step_from_proto
+from stash_common.step_messages import step_from_proto
+from stash_common.steps import TraceStep
 from stash_trainer.pairs.inputs import Annotation, SourceTrace, StepCredit
 
 LIST_TIMEOUT_S = 30
