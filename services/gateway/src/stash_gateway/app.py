@@ -19,7 +19,7 @@ from stash_gateway.otlp import register_trace_service
 from stash_gateway.peers import Peers
 from stash_gateway.routes import (
     account,
-    annotations,
+    admin,
     artifacts,
     exports,
     health,
@@ -28,6 +28,9 @@ from stash_gateway.routes import (
     traces,
     trajectories,
 )
+
+# Renamed: `annotations` is already the name of the `__future__` feature imported above.
+from stash_gateway.routes import annotations as annotation_routes
 from stash_gateway.settings import GatewaySettings
 from stash_gateway.status import rpc_error_response, stash_error_response
 
@@ -42,11 +45,14 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         engine = make_engine(settings.database_url)
         app.state.sessions = make_sessions(engine)
         app.state.peers = Peers(settings)
+        app.state.admin_key = admin.admin_credential(settings)
+        if app.state.admin_key is None:
+            log.warning("admin routes disabled", reason="STASH_GATEWAY_ADMIN_KEY is not set")
         otlp_grpc = start(register_trace_service(app.state), settings.host, settings.otlp_grpc_port)
         app.state.otlp_grpc_port = otlp_grpc.port
         log.info("otlp grpc receiver", port=otlp_grpc.port)
         yield
-        otlp_grpc.stop(grace_s=10)
+        otlp_grpc.stop(grace_s=settings.shutdown_grace_s)
         app.state.peers.close()
         engine.dispose()
 
@@ -57,7 +63,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.add_exception_handler(StashError, stash_error_response)
     app.add_exception_handler(grpc.RpcError, rpc_error_response)
     app.include_router(health.router)
-    for module in (account, traces, annotations, exports, sources, trajectories, reward_models, otlp):
+    for module in (account, admin, traces, annotation_routes, exports, sources, trajectories, reward_models, otlp):
         app.include_router(module.router)
     if settings.s3_bucket is None:
         # S3 presigns its own URLs; only local artifacts need the gateway to serve them.

@@ -22,5 +22,5 @@ def main() -> None:
         host=settings.host,
         port=settings.port,
         log_config=None,
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=settings.shutdown_grace_s,
     )

@@ -10,25 +10,30 @@ through OTLP's `partial_success`.
 from __future__ import annotations
 
 import zlib
-from typing import Annotated, Any
+from typing import Annotated
 
 import grpc
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from google.protobuf import json_format
+from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import State
 
 from stash.rm.v1 import ingest_pb2
 from stash_common.errors import InvalidArgument, ResourceExhausted
+from stash_common.server import Registrar
 from stash_gateway.auth import Writer, authorize, bearer_secret
+from stash_gateway.peers import Peers
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.routes.traces import limited_body
+from stash_gateway.state import Services, Settings
 
 router = APIRouter(prefix=API_PREFIX, tags=["opentelemetry"])
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-INGEST_DEADLINE_S = 120
 SOURCE_HEADER = "x-stash-trace-source"
 
 
@@ -64,29 +69,31 @@ def gunzip(body: bytes, limit: int) -> bytes:
 
 @router.post("/otel/v1/traces", summary="OTLP/HTTP trace receiver", response_class=Response)
 async def receive_traces(
-    request: Request, principal: Writer, body: Annotated[bytes, Depends(limited_body)]
+    request: Request,
+    services: Services,
+    settings: Settings,
+    principal: Writer,
+    body: Annotated[bytes, Depends(limited_body)],
 ) -> Response:
     """Store the spans and rebuild every trace they touch; answers an ExportTraceServiceResponse."""
     media, encoding = media_type(request), content_encoding(request)
     if encoding == "gzip":
-        body = gunzip(body, request.app.state.settings.otlp_max_decompressed_bytes)
+        body = gunzip(body, settings.otlp_max_decompressed_bytes)
     payload = {"export_trace_service_request_json" if media == JSON else "export_trace_service_request": body}
     message = ingest_pb2.IngestOtlpSpansRequest(
         owner_id=principal.user_id, source_id=request.headers.get(SOURCE_HEADER), **payload
     )
     try:
-        result = await run_in_threadpool(
-            request.app.state.peers.ingest.IngestOtlpSpans, message, timeout=INGEST_DEADLINE_S
-        )
+        result = await run_in_threadpool(services.ingest.IngestOtlpSpans, message, timeout=settings.otlp_timeout_s)
     except grpc.RpcError as error:
-        if error.code() != grpc.StatusCode.INVALID_ARGUMENT:  # type: ignore[attr-defined]
+        if error.code() != grpc.StatusCode.INVALID_ARGUMENT:
             raise
-        status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=error.details())  # type: ignore[attr-defined]
+        status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=error.details())
         return _encode(status, media, 400)
     return _encode(export_response(result), media, 200)
 
 
-def export_response(result: Any) -> trace_service_pb2.ExportTraceServiceResponse:
+def export_response(result: ingest_pb2.IngestOtlpSpansResponse) -> trace_service_pb2.ExportTraceServiceResponse:
     """The OTLP answer: empty on full success, `partial_success` when some spans were rejected."""
     response = trace_service_pb2.ExportTraceServiceResponse()
     if result.rejected_spans or result.error_message:
@@ -95,7 +102,7 @@ def export_response(result: Any) -> trace_service_pb2.ExportTraceServiceResponse
     return response
 
 
-def _encode(message: Any, media: str, status_code: int) -> Response:
+def _encode(message: Message, media: str, status_code: int) -> Response:
     if media == PROTOBUF:
         return Response(message.SerializeToString(), status_code=status_code, media_type=PROTOBUF)
     return Response(json_format.MessageToJson(message, indent=None), status_code=status_code, media_type=JSON)
@@ -104,30 +111,40 @@ def _encode(message: Any, media: str, status_code: int) -> Response:
 class OtlpTraceService(trace_service_pb2_grpc.TraceServiceServicer):
     """The standard OTLP/gRPC TraceService; the bearer key comes in the `authorization` metadata."""
 
-    def __init__(self, app_state: Any) -> None:
-        self.state = app_state
+    def __init__(self, sessions: sessionmaker[Session], peers: Peers, timeout_s: float) -> None:
+        self.sessions = sessions
+        self.peers = peers
+        self.timeout_s = timeout_s
 
-    def Export(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def Export(
+        self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.ServicerContext
+    ) -> trace_service_pb2.ExportTraceServiceResponse:
         """Store the spans and rebuild every trace they touch, like the HTTP receiver."""
-        metadata = dict(context.invocation_metadata())
-        principal = authorize(self.state.sessions, bearer_secret(metadata.get("authorization")), write=True)
+        metadata = _text_metadata(context)
+        principal = authorize(self.sessions, bearer_secret(metadata.get("authorization")), write=True)
         message = ingest_pb2.IngestOtlpSpansRequest(
             owner_id=principal.user_id,
             source_id=metadata.get(SOURCE_HEADER),
             export_trace_service_request=request.SerializeToString(),
         )
         try:
-            result = self.state.peers.ingest.IngestOtlpSpans(message, timeout=INGEST_DEADLINE_S)
+            result = self.peers.ingest.IngestOtlpSpans(message, timeout=self.timeout_s)
         except grpc.RpcError as error:
-            context.abort(error.code(), error.details())  # type: ignore[attr-defined]
+            context.abort(error.code(), error.details() or "")
         return export_response(result)
 
 
-def register_trace_service(app_state: Any) -> Any:
-    """A registrar for `stash_common.server.start` that adds the OTLP TraceService."""
+def _text_metadata(context: grpc.ServicerContext) -> dict[str, str]:
+    # Binary (`-bin`) entries arrive as bytes; neither the key nor the source id is one.
+    return {key: value for key, value in context.invocation_metadata() if isinstance(value, str)}
+
+
+def register_trace_service(app_state: State) -> Registrar:
+    """A registrar for `stash_common.server.start` that adds the OTLP TraceService (once the app has started)."""
 
     def register(server: grpc.Server) -> list[str]:
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(OtlpTraceService(app_state), server)
+        service = OtlpTraceService(app_state.sessions, app_state.peers, app_state.settings.otlp_timeout_s)
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(service, server)
         return [trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name]
 
     return register

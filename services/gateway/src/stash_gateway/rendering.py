@@ -1,14 +1,39 @@
-"""Protobuf messages from the services rendered as the REST API's JSON shapes (spec: REST API)."""
+"""Protobuf messages from the services rendered as the REST API's JSON shapes (spec: REST API).
+
+Enum values are rendered from their proto names, never from their numbers: the REST string is
+the value's name without the enum's prefix, in lower case (`JOB_STATUS_SUCCEEDED` → `succeeded`),
+so a value added to a proto reaches the API without a second table to keep in step.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Protocol
 
+from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.message import Message
 
+from stash.rm.v1 import common_pb2, ingest_pb2
 from stash_common.messages import json_of
 
-_ROLE_NAMES = {1: "system", 2: "user", 3: "assistant", 4: "tool"}
+_WORD_START = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+class ProtoEnum(Protocol):
+    """A generated enum (`common_pb2.JobStatus`, …): what `enum_name` reads of it."""
+
+    DESCRIPTOR: EnumDescriptor
+
+
+def enum_name(enum: ProtoEnum, value: int) -> str | None:
+    """The REST spelling of an enum value; None for the unspecified value or one this build does not know."""
+    descriptor = enum.DESCRIPTOR
+    # buf's ENUM_VALUE_PREFIX rule: every value starts with the enum's name in UPPER_SNAKE_CASE.
+    prefix = _WORD_START.sub("_", descriptor.name).upper() + "_"
+    known = descriptor.values_by_number.get(value)
+    if known is None or known.name == f"{prefix}UNSPECIFIED":
+        return None
+    return known.name.removeprefix(prefix).lower()
 
 
 def struct_json(message: Message, field: str) -> Any:
@@ -28,7 +53,7 @@ def optional(message: Message, field: str) -> Any:
     return getattr(message, field) if message.HasField(field) else None
 
 
-def summary_json(summary: Any) -> dict[str, Any]:
+def summary_json(summary: common_pb2.TraceSummary) -> dict[str, Any]:
     """`TraceSummary`."""
     return {
         "id": summary.id,
@@ -49,12 +74,12 @@ def summary_json(summary: Any) -> dict[str, Any]:
     }
 
 
-def step_json(step: Any) -> dict[str, Any]:
+def step_json(step: common_pb2.Step) -> dict[str, Any]:
     """`Step`: `{id, index, role, content, tool_name, tool_input, tool_call_id, metadata}`."""
     return {
         "id": step.id,
         "index": step.index,
-        "role": _ROLE_NAMES[step.role],
+        "role": enum_name(common_pb2.StepRole, step.role),
         "content": step.content,
         "tool_name": optional(step, "tool_name"),
         "tool_input": struct_json(step, "tool_input"),
@@ -63,7 +88,7 @@ def step_json(step: Any) -> dict[str, Any]:
     }
 
 
-def span_json(span: Any) -> dict[str, Any]:
+def span_json(span: common_pb2.Span) -> dict[str, Any]:
     """`Span`, with nanosecond times as decimal strings so JavaScript keeps their precision."""
     return {
         "id": span.id,
@@ -78,7 +103,7 @@ def span_json(span: Any) -> dict[str, Any]:
     }
 
 
-def annotation_json(annotation: Any) -> dict[str, Any]:
+def annotation_json(annotation: common_pb2.Annotation) -> dict[str, Any]:
     """`Annotation`."""
     quote = annotation.quote if annotation.HasField("quote") else None
     return {
@@ -96,7 +121,7 @@ def annotation_json(annotation: Any) -> dict[str, Any]:
     }
 
 
-def trace_detail_json(response: Any) -> dict[str, Any]:
+def trace_detail_json(response: ingest_pb2.GetTraceResponse) -> dict[str, Any]:
     """`TraceDetail`: the summary plus metadata, steps, spans and annotations."""
     trace = response.trace
     return {

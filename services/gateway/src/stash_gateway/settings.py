@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 
-from stash_common.settings import DEFAULT_GATEWAY_PORT, ServiceSettings, cluster_required, service_config, shared
+from stash_common.settings import (
+    DEFAULT_GATEWAY_PORT,
+    DEFAULT_OTLP_GRPC_PORT,
+    ServiceSettings,
+    cluster_required,
+    service_config,
+    shared,
+)
 
 
 class GatewaySettings(ServiceSettings):
@@ -16,7 +23,8 @@ class GatewaySettings(ServiceSettings):
     model_config = service_config("gateway")
 
     port: int = DEFAULT_GATEWAY_PORT
-    database_url: str | None = cluster_required(
+    # A str once loaded: the embedded profile fills in its SQLite file, the cluster one refuses to start without it.
+    database_url: str = cluster_required(
         "STASH_GATEWAY_DATABASE_URL", "PostgreSQL URL for the gateway's users and API keys"
     )
     public_url: str | None = shared(
@@ -25,13 +33,29 @@ class GatewaySettings(ServiceSettings):
     signing_key: str | None = shared(
         "STASH_SIGNING_KEY", None, "secret that signs local download URLs (embedded: generated in the data dir)"
     )
+    admin_key: SecretStr | None = Field(
+        None,
+        description="secret that authorises /api/v1/admin (cluster: from a Secret, unset disables the routes;"
+        " embedded: generated in the data dir)",
+    )
     s3_bucket: str | None = shared("STASH_S3_BUCKET", None, "S3 bucket for artifacts; unset: the local data dir")
     max_body_bytes: int = Field(50 * 1024 * 1024, description="largest request body accepted (413 above)")
     otlp_max_decompressed_bytes: int = Field(
         50 * 1024 * 1024, description="largest OTLP body after gzip decompression (413 above)"
     )
-    otlp_grpc_port: int = Field(4317, description="port of the OTLP/gRPC TraceService (0: any free port)")
-    health_timeout_s: float = 2.0
+    otlp_grpc_port: int = Field(
+        DEFAULT_OTLP_GRPC_PORT, description="port of the OTLP/gRPC TraceService (0: any free port)"
+    )
+    # How long the gateway waits: for each call to a service (its gRPC deadline), and for open requests at shutdown.
+    health_timeout_s: float = Field(2.0, description="seconds /healthz waits for each service's health answer")
+    rpc_timeout_s: float = Field(30.0, description="deadline of an ordinary call to a service (reads and writes)")
+    evaluation_timeout_s: float = Field(
+        10.0, description="deadline of the labeler reads behind trace views (past it, a view shows no evaluation)"
+    )
+    import_timeout_s: float = Field(600.0, description="deadline of POST /traces/import")
+    otlp_timeout_s: float = Field(120.0, description="deadline of handing one OTLP export to ingest")
+    export_timeout_s: float = Field(3600.0, description="deadline of a JSONL download (traces, annotations, pairs)")
+    shutdown_grace_s: int = Field(10, description="seconds open requests get to finish on SIGTERM")
 
     @property
     def base_url(self) -> str:

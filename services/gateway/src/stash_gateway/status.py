@@ -28,11 +28,22 @@ def stash_error_response(_request: Request, error: Exception) -> JSONResponse:
 def rpc_error_response(_request: Request, error: Exception) -> JSONResponse:
     """A status returned by a service, translated with the one code table."""
     assert isinstance(error, grpc.RpcError)
-    code: grpc.StatusCode = error.code()  # type: ignore[attr-defined]
-    body: dict[str, str] = {"detail": error.details() or code.name}  # type: ignore[attr-defined]
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    for detail in status.details if status else []:
+    code = error.code()
+    body: dict[str, str] = {"detail": error.details() or code.name}
+    field = _violated_field(error)
+    if field is not None:
+        body["field"] = field
+    return JSONResponse(body, status_code=http_status(code.name))
+
+
+def _violated_field(error: grpc.RpcError) -> str | None:
+    """The field a `google.rpc.BadRequest` detail of the status names, if it has one."""
+    # The details travel in the trailing metadata, which only a finished call carries.
+    status = rpc_status.from_call(error) if isinstance(error, grpc.Call) else None
+    if status is None:
+        return None
+    for detail in status.details:
         bad_request = error_details_pb2.BadRequest()
         if detail.Unpack(bad_request) and bad_request.field_violations:
-            body["field"] = bad_request.field_violations[0].field
-    return JSONResponse(body, status_code=http_status(code.name))
+            return str(bad_request.field_violations[0].field)
+    return None

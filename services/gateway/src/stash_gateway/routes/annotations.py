@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Response, status
 from google.protobuf import field_mask_pb2
 from pydantic import BaseModel, Field
 
@@ -12,6 +12,7 @@ from stash.rm.v1 import common_pb2, ingest_pb2
 from stash_gateway.auth import Writer
 from stash_gateway.rendering import annotation_json
 from stash_gateway.routes import API_PREFIX
+from stash_gateway.state import Services, Settings
 
 router = APIRouter(prefix=API_PREFIX, tags=["annotations"])
 
@@ -45,7 +46,9 @@ class UpdateAnnotationBody(BaseModel):
 @router.post(
     "/traces/{trace_id}/annotations", status_code=status.HTTP_201_CREATED, summary="Annotate a trace or a step"
 )
-def create_annotation(request: Request, trace_id: str, body: CreateAnnotationBody, principal: Writer) -> dict[str, Any]:
+def create_annotation(
+    services: Services, settings: Settings, trace_id: str, body: CreateAnnotationBody, principal: Writer
+) -> dict[str, Any]:
     """The new `Annotation`; a quote's text must occur in the step's content (422 otherwise)."""
     message = ingest_pb2.CreateAnnotationRequest(
         owner_id=principal.user_id,
@@ -56,12 +59,12 @@ def create_annotation(request: Request, trace_id: str, body: CreateAnnotationBod
         comment=body.comment,
         quote=common_pb2.Quote(**body.quote.model_dump()) if body.quote else None,
     )
-    return annotation_json(request.app.state.peers.ingest.CreateAnnotation(message, timeout=30).annotation)
+    return annotation_json(services.ingest.CreateAnnotation(message, timeout=settings.rpc_timeout_s).annotation)
 
 
 @router.patch("/annotations/{annotation_id}", summary="Change an annotation")
 def update_annotation(
-    request: Request, annotation_id: str, body: UpdateAnnotationBody, principal: Writer
+    services: Services, settings: Settings, annotation_id: str, body: UpdateAnnotationBody, principal: Writer
 ) -> dict[str, Any]:
     """The changed `Annotation`; flag a wrong label with `label_error` and say why in `label_error_note`."""
     sent = body.model_dump(include=body.model_fields_set)
@@ -71,12 +74,12 @@ def update_annotation(
         update_mask=field_mask_pb2.FieldMask(paths=sorted(sent)),
         **{field: value for field, value in sent.items() if value is not None},
     )
-    return annotation_json(request.app.state.peers.ingest.UpdateAnnotation(message, timeout=30).annotation)
+    return annotation_json(services.ingest.UpdateAnnotation(message, timeout=settings.rpc_timeout_s).annotation)
 
 
 @router.delete("/annotations/{annotation_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete an annotation")
-def delete_annotation(request: Request, annotation_id: str, principal: Writer) -> Response:
+def delete_annotation(services: Services, settings: Settings, annotation_id: str, principal: Writer) -> Response:
     """Remove the annotation."""
     message = ingest_pb2.DeleteAnnotationRequest(owner_id=principal.user_id, annotation_id=annotation_id)
-    request.app.state.peers.ingest.DeleteAnnotation(message, timeout=30)
+    services.ingest.DeleteAnnotation(message, timeout=settings.rpc_timeout_s)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -3,43 +3,42 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
 from stash.rm.v1 import ingest_pb2
 from stash_gateway.auth import Reader
 from stash_gateway.routes import API_PREFIX
+from stash_gateway.state import Services, Settings
 
 router = APIRouter(prefix=API_PREFIX, tags=["export"])
 JSONL = "application/x-ndjson"
-EXPORT_DEADLINE_S = 3600
 
 
-def _chunks(responses: Iterator[ingest_pb2.ExportTracesResponse]) -> Iterator[bytes]:
-    for response in responses:
-        yield response.data
+class Chunk(Protocol):
+    """A message of an export stream: it carries the next bytes of the file."""
+
+    @property
+    def data(self) -> bytes: ...
 
 
 @router.get("/export/traces", summary="Every trace as Stash Trace Format JSONL", response_class=StreamingResponse)
-def export_traces(request: Request, principal: Reader) -> StreamingResponse:
+def export_traces(services: Services, settings: Settings, principal: Reader) -> StreamingResponse:
     """Canonical JSONL that re-imports (format `stash`) to the same traces."""
-    stream = request.app.state.peers.ingest.ExportTraces(
-        ingest_pb2.ExportTracesRequest(owner_id=principal.user_id), timeout=EXPORT_DEADLINE_S
-    )
-    return download(_chunks(stream), "traces.jsonl")
+    message = ingest_pb2.ExportTracesRequest(owner_id=principal.user_id)
+    return download(services.ingest.ExportTraces(message, timeout=settings.export_timeout_s), "traces.jsonl")
 
 
 @router.get("/export/annotations", summary="Every annotation as JSONL", response_class=StreamingResponse)
-def export_annotations(request: Request, principal: Reader) -> StreamingResponse:
+def export_annotations(services: Services, settings: Settings, principal: Reader) -> StreamingResponse:
     """One annotation a line, with the trace id, step index, rating, comment, quote and author."""
-    stream = request.app.state.peers.ingest.ExportAnnotations(
-        ingest_pb2.ExportAnnotationsRequest(owner_id=principal.user_id), timeout=EXPORT_DEADLINE_S
-    )
-    return download(_chunks(stream), "annotations.jsonl")
+    message = ingest_pb2.ExportAnnotationsRequest(owner_id=principal.user_id)
+    return download(services.ingest.ExportAnnotations(message, timeout=settings.export_timeout_s), "annotations.jsonl")
 
 
-def download(chunks: Iterator[bytes], filename: str) -> StreamingResponse:
-    """A JSONL attachment streamed from gRPC chunks."""
+def download(stream: Iterator[Chunk], filename: str) -> StreamingResponse:
+    """A JSONL attachment streamed chunk by chunk as the service sends it."""
     headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
-    return StreamingResponse(chunks, media_type=JSONL, headers=headers)
+    return StreamingResponse((chunk.data for chunk in stream), media_type=JSONL, headers=headers)

@@ -6,17 +6,19 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from stash_gateway.state import Services, Settings
+
 router = APIRouter(tags=["operations"])
 
 
 @router.get("/healthz", summary="Health of the gateway and every service behind it")
-def healthz(request: Request) -> JSONResponse:
+def healthz(services: Services, settings: Settings) -> JSONResponse:
     """200 when every service answers SERVING over gRPC health; 503 naming each one that does not."""
-    services = request.app.state.peers.health(request.app.state.settings.health_timeout_s)
-    down = [f"{name} is {status}" for name, status in services.items() if status != "SERVING"]
+    statuses = services.health(settings.health_timeout_s)
+    down = [f"{name} is {status}" for name, status in statuses.items() if status != "SERVING"]
     if down:
-        return JSONResponse({"status": "unavailable", "detail": "; ".join(down), "services": services}, 503)
-    return JSONResponse({"status": "ok", "services": services})
+        return JSONResponse({"status": "unavailable", "detail": "; ".join(down), "services": statuses}, 503)
+    return JSONResponse({"status": "ok", "services": statuses})
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

@@ -4,22 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, status
+from fastapi import APIRouter, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from stash.rm.v1 import trainer_pb2
+from stash.rm.v1 import common_pb2, trainer_pb2
 from stash_common.messages import struct_of
 from stash_gateway.auth import Reader, Writer
-from stash_gateway.rendering import optional, struct_json, timestamp_json
+from stash_gateway.rendering import enum_name, optional, struct_json, timestamp_json
 from stash_gateway.routes import API_PREFIX
-from stash_gateway.routes.exports import EXPORT_DEADLINE_S, download
+from stash_gateway.routes.exports import download
+from stash_gateway.state import Services, Settings
 
 router = APIRouter(prefix=API_PREFIX, tags=["reward models"])
-_STATUS_NAMES = {1: "queued", 2: "running", 3: "succeeded", 4: "failed"}
-_LABELS = {1: "positive", 2: "negative", 3: "unclear"}
-_CONFIDENCES = {1: "high", 2: "low"}
-_SOURCES = {1: "user_feedback", 2: "ai_judgment"}
 
 
 class RewardModelBody(BaseModel):
@@ -36,7 +33,9 @@ class RewardModelBody(BaseModel):
 
 
 @router.post("/reward-models", summary="Train a reward model on selected traces")
-def create_reward_model(request: Request, body: RewardModelBody, principal: Writer) -> dict[str, Any]:
+def create_reward_model(
+    services: Services, settings: Settings, body: RewardModelBody, principal: Writer
+) -> dict[str, Any]:
     """`RewardModel` with status `queued`; 404 naming the first trace the caller does not own."""
     message = trainer_pb2.CreateRewardModelRequest(
         owner_id=principal.user_id,
@@ -47,59 +46,55 @@ def create_reward_model(request: Request, body: RewardModelBody, principal: Writ
         max_pairs=body.max_pairs,
         training_config=struct_of(body.training_config),
     )
-    return model_json(request.app.state.peers.trainer.CreateRewardModel(message, timeout=60).reward_model)
+    return model_json(services.trainer.CreateRewardModel(message, timeout=settings.rpc_timeout_s).reward_model)
 
 
 @router.get("/reward-models", summary="The caller's reward models, newest first")
-def list_reward_models(request: Request, principal: Reader) -> list[dict[str, Any]]:
+def list_reward_models(services: Services, settings: Settings, principal: Reader) -> list[dict[str, Any]]:
     """`[RewardModel]`."""
     message = trainer_pb2.ListRewardModelsRequest(owner_id=principal.user_id)
-    return [
-        model_json(model)
-        for model in request.app.state.peers.trainer.ListRewardModels(message, timeout=30).reward_models
-    ]
+    response = services.trainer.ListRewardModels(message, timeout=settings.rpc_timeout_s)
+    return [model_json(model) for model in response.reward_models]
 
 
 @router.get("/reward-models/{model_id}", summary="One reward model with its traces and learning report")
-def get_reward_model(request: Request, model_id: str, principal: Reader) -> dict[str, Any]:
+def get_reward_model(services: Services, settings: Settings, model_id: str, principal: Reader) -> dict[str, Any]:
     """`RewardModelDetail`: the model, `trace_ids`, and `feedback` (null before extraction was recorded)."""
     message = trainer_pb2.GetRewardModelRequest(owner_id=principal.user_id, reward_model_id=model_id)
-    detail = request.app.state.peers.trainer.GetRewardModel(message, timeout=30).reward_model
-    feedback = [finding_json(item) for item in detail.feedback.findings] if detail.HasField("feedback") else None
+    detail = services.trainer.GetRewardModel(message, timeout=settings.rpc_timeout_s).reward_model
+    feedback = [feedback_json(item) for item in detail.feedback.findings] if detail.HasField("feedback") else None
     return {**model_json(detail.reward_model), "trace_ids": list(detail.trace_ids), "feedback": feedback}
 
 
 @router.post("/reward-models/{model_id}/retry", status_code=status.HTTP_202_ACCEPTED, summary="Retry a failed model")
-def retry_reward_model(request: Request, model_id: str, principal: Writer) -> dict[str, Any]:
+def retry_reward_model(services: Services, settings: Settings, model_id: str, principal: Writer) -> dict[str, Any]:
     """`RewardModel` queued again with the same id and traces; 409 unless it failed."""
     message = trainer_pb2.RetryRewardModelRequest(owner_id=principal.user_id, reward_model_id=model_id)
-    return model_json(request.app.state.peers.trainer.RetryRewardModel(message, timeout=30).reward_model)
+    return model_json(services.trainer.RetryRewardModel(message, timeout=settings.rpc_timeout_s).reward_model)
 
 
 @router.get("/reward-models/{model_id}/weights", summary="A five-minute download link of the checkpoint")
-def reward_model_weights(request: Request, model_id: str, principal: Reader) -> dict[str, Any]:
+def reward_model_weights(services: Services, settings: Settings, model_id: str, principal: Reader) -> dict[str, Any]:
     """`{url, expires_at}`: a signed download of the checkpoint archive; 404 until the model succeeded."""
     message = trainer_pb2.GetWeightsUrlRequest(owner_id=principal.user_id, reward_model_id=model_id)
-    response = request.app.state.peers.trainer.GetWeightsUrl(message, timeout=30)
+    response = services.trainer.GetWeightsUrl(message, timeout=settings.rpc_timeout_s)
     return {"url": response.url, "expires_at": timestamp_json(response, "expires_at")}
 
 
 @router.get("/export/pairs", summary="Training pairs as JSONL", response_class=StreamingResponse)
-def export_pairs(request: Request, principal: Reader, reward_model_id: str | None = None) -> StreamingResponse:
+def export_pairs(
+    services: Services, settings: Settings, principal: Reader, reward_model_id: str | None = None
+) -> StreamingResponse:
     """`{chosen, rejected, trace_ids, granularity, action_type}` a line: every model's pairs, or one model's."""
-    trainer = request.app.state.peers.trainer
+    owner_id = principal.user_id
     if reward_model_id is not None:  # a 404 before the download starts
-        trainer.GetRewardModel(
-            trainer_pb2.GetRewardModelRequest(owner_id=principal.user_id, reward_model_id=reward_model_id), timeout=30
-        )
-    stream = trainer.ExportPairs(
-        trainer_pb2.ExportPairsRequest(owner_id=principal.user_id, reward_model_id=reward_model_id),
-        timeout=EXPORT_DEADLINE_S,
-    )
-    return download((response.data for response in stream), "pairs.jsonl")
+        model = trainer_pb2.GetRewardModelRequest(owner_id=owner_id, reward_model_id=reward_model_id)
+        services.trainer.GetRewardModel(model, timeout=settings.rpc_timeout_s)
+    message = trainer_pb2.ExportPairsRequest(owner_id=owner_id, reward_model_id=reward_model_id)
+    return download(services.trainer.ExportPairs(message, timeout=settings.export_timeout_s), "pairs.jsonl")
 
 
-def model_json(model: Any) -> dict[str, Any]:
+def model_json(model: trainer_pb2.RewardModel) -> dict[str, Any]:
     """`RewardModel`."""
     return {
         "id": model.id,
@@ -109,7 +104,7 @@ def model_json(model: Any) -> dict[str, Any]:
         "epochs": model.epochs,
         "max_pairs": model.max_pairs,
         "trace_count": model.trace_count,
-        "status": _STATUS_NAMES.get(model.status),
+        "status": enum_name(common_pb2.JobStatus, model.status),
         "num_pairs": optional(model, "num_pairs"),
         "metrics": struct_json(model, "metrics"),
         "error": optional(model, "error"),
@@ -121,14 +116,14 @@ def model_json(model: Any) -> dict[str, Any]:
     }
 
 
-def finding_json(finding: Any) -> dict[str, Any]:
+def feedback_json(finding: trainer_pb2.FeedbackFinding) -> dict[str, Any]:
     """One item of a model's learning report."""
     return {
         "trace_id": finding.trace_id,
         "step_index": finding.step_index,
-        "label": _LABELS.get(finding.label),
-        "confidence": _CONFIDENCES.get(finding.confidence),
-        "source": _SOURCES.get(finding.source),
+        "label": enum_name(trainer_pb2.FeedbackLabel, finding.label),
+        "confidence": enum_name(trainer_pb2.FeedbackConfidence, finding.confidence),
+        "source": enum_name(trainer_pb2.FeedbackSource, finding.source),
         "evidence_id": optional(finding, "evidence_id"),
         "evidence_quote": optional(finding, "evidence_quote"),
         "reason": finding.reason,

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
+from google.protobuf import timestamp_pb2
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
@@ -15,11 +16,12 @@ from stash_common.errors import InvalidArgument, ResourceExhausted
 from stash_common.messages import timestamp_of
 from stash_gateway.auth import Reader, Writer
 from stash_gateway.evaluations import merge_evaluation, summaries, trace_evaluations, traces_with_pattern
-from stash_gateway.rendering import summary_json, trace_detail_json
+from stash_gateway.rendering import enum_name, summary_json, trace_detail_json
 from stash_gateway.routes import API_PREFIX
+from stash_gateway.routes.paging import Page
+from stash_gateway.state import Services, Settings
 
 router = APIRouter(prefix=API_PREFIX, tags=["traces"])
-IMPORT_DEADLINE_S = 600
 
 
 class ImportBody(BaseModel):
@@ -30,9 +32,9 @@ class ImportBody(BaseModel):
     source_id: str | None = Field(None, min_length=1, max_length=200, description="overrides recorded source ids")
 
 
-async def limited_body(request: Request) -> bytes:
+async def limited_body(request: Request, settings: Settings) -> bytes:
     """The request body, refused with 413 as soon as it exceeds the configured limit."""
-    limit = request.app.state.settings.max_body_bytes
+    limit = settings.max_body_bytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise ResourceExhausted(f"request body of {declared} bytes exceeds the {limit}-byte limit")
@@ -46,9 +48,9 @@ async def limited_body(request: Request) -> bytes:
 
 
 @router.get("/formats", summary="The importable trace formats")
-def list_formats(request: Request, principal: Reader) -> list[dict[str, str]]:
+def list_formats(services: Services, settings: Settings, principal: Reader) -> list[dict[str, str]]:
     """`[{name, description}]` for every format `POST /traces/import` accepts (plus `auto`)."""
-    response = request.app.state.peers.ingest.ListFormats(ingest_pb2.ListFormatsRequest(), timeout=10)
+    response = services.ingest.ListFormats(ingest_pb2.ListFormatsRequest(), timeout=settings.rpc_timeout_s)
     return [{"name": item.name, "description": item.description} for item in response.formats]
 
 
@@ -59,7 +61,9 @@ def list_formats(request: Request, principal: Reader) -> list[dict[str, str]]:
         "requestBody": {"content": {"application/json": {"schema": ImportBody.model_json_schema()}}, "required": True}
     },
 )
-async def import_traces(request: Request, principal: Writer, body: Annotated[bytes, Depends(limited_body)]) -> dict:
+async def import_traces(
+    services: Services, settings: Settings, principal: Writer, body: Annotated[bytes, Depends(limited_body)]
+) -> dict[str, Any]:
     """Import every trace of the payload, or none: one bad trace fails the request with 422 naming it."""
     try:
         parsed = ImportBody.model_validate_json(body)
@@ -69,17 +73,16 @@ async def import_traces(request: Request, principal: Writer, body: Annotated[byt
     message = ingest_pb2.ImportTracesRequest(
         owner_id=principal.user_id, format=parsed.format, data=parsed.data.encode(), source_id=parsed.source_id
     )
-    stub = request.app.state.peers.ingest
-    response = await run_in_threadpool(stub.ImportTraces, message, timeout=IMPORT_DEADLINE_S)
+    response = await run_in_threadpool(services.ingest.ImportTraces, message, timeout=settings.import_timeout_s)
     return {"format": response.format, "imported": response.imported, "trace_ids": list(response.trace_ids)}
 
 
 @router.get("/traces", summary="The caller's traces, newest import first")
 def list_traces(
-    request: Request,
+    services: Services,
+    settings: Settings,
     principal: Reader,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    page: Page,
     source_id: str | None = None,
     imported_from: Annotated[date | None, Query(description="first import date, inclusive")] = None,
     imported_to: Annotated[date | None, Query(description="last import date, inclusive")] = None,
@@ -88,25 +91,27 @@ def list_traces(
 ) -> dict[str, Any]:
     """`{traces: [TraceSummary], total}`; import dates are local calendar days in `tz`."""
     after, before = _import_window(imported_from, imported_to, tz)
-    peers = request.app.state.peers
-    trace_ids = traces_with_pattern(peers.labeler, principal.user_id, pattern) if pattern else []
+    labeler, timeout_s = services.labeler, settings.evaluation_timeout_s
+    trace_ids = traces_with_pattern(labeler, principal.user_id, pattern, timeout_s) if pattern else []
     if pattern and not trace_ids:
         return {"traces": [], "total": 0}
     message = ingest_pb2.ListTracesRequest(
         owner_id=principal.user_id,
-        page=common_pb2.PageRequest(limit=limit, offset=offset),
+        page=page,
         source_id=source_id,
         created_after=after,
         created_before=before,
         trace_ids=trace_ids,
     )
-    response = peers.ingest.ListTraces(message, timeout=30)
-    scores = summaries(peers.labeler, principal.user_id, [item.id for item in response.traces])
+    response = services.ingest.ListTraces(message, timeout=settings.rpc_timeout_s)
+    scores = summaries(labeler, principal.user_id, [item.id for item in response.traces], timeout_s)
     traces = [{**summary_json(item), "evaluation": scores.get(item.id)} for item in response.traces]
     return {"traces": traces, "total": response.page_info.total}
 
 
-def _import_window(first: date | None, last: date | None, tz: str) -> tuple[Any, Any]:
+def _import_window(
+    first: date | None, last: date | None, tz: str
+) -> tuple[timestamp_pb2.Timestamp | None, timestamp_pb2.Timestamp | None]:
     try:
         zone = ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
@@ -117,12 +122,12 @@ def _import_window(first: date | None, last: date | None, tz: str) -> tuple[Any,
 
 
 @router.get("/traces/{trace_id}", summary="One trace with steps, spans and annotations")
-def get_trace(request: Request, trace_id: str, principal: Reader) -> dict[str, Any]:
+def get_trace(services: Services, settings: Settings, trace_id: str, principal: Reader) -> dict[str, Any]:
     """`TraceDetail` with the automatic evaluation merged in; another owner's trace is 404."""
-    peers = request.app.state.peers
     message = ingest_pb2.GetTraceRequest(owner_id=principal.user_id, trace_id=trace_id)
-    detail = trace_detail_json(peers.ingest.GetTrace(message, timeout=30))
-    return merge_evaluation(detail, *trace_evaluations(peers.labeler, principal.user_id, trace_id))
+    detail = trace_detail_json(services.ingest.GetTrace(message, timeout=settings.rpc_timeout_s))
+    evaluations = trace_evaluations(services.labeler, principal.user_id, trace_id, settings.evaluation_timeout_s)
+    return merge_evaluation(detail, *evaluations)
 
 
 @router.post(
@@ -130,16 +135,16 @@ def get_trace(request: Request, trace_id: str, principal: Reader) -> dict[str, A
     status_code=status.HTTP_202_ACCEPTED,
     summary="Label and score the trace's current revision again",
 )
-def relabel_trace(request: Request, trace_id: str, principal: Writer) -> dict[str, Any]:
+def relabel_trace(services: Services, settings: Settings, trace_id: str, principal: Writer) -> dict[str, Any]:
     """Forget the kept labels and queue a new evaluation: `{revision, status}`; 404 for another owner's trace."""
     message = labeler_pb2.RelabelTraceRequest(owner_id=principal.user_id, trace_id=trace_id)
-    response = request.app.state.peers.labeler.RelabelTrace(message, timeout=30)
-    return {"revision": response.revision, "status": "queued"}
+    response = services.labeler.RelabelTrace(message, timeout=settings.rpc_timeout_s)
+    return {"revision": response.revision, "status": enum_name(common_pb2.JobStatus, response.status)}
 
 
 @router.delete("/traces/{trace_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a trace")
-def delete_trace(request: Request, trace_id: str, principal: Writer) -> Response:
+def delete_trace(services: Services, settings: Settings, trace_id: str, principal: Writer) -> Response:
     """Delete the trace with its steps, spans and annotations."""
     message = ingest_pb2.DeleteTraceRequest(owner_id=principal.user_id, trace_id=trace_id)
-    request.app.state.peers.ingest.DeleteTrace(message, timeout=30)
+    services.ingest.DeleteTrace(message, timeout=settings.rpc_timeout_s)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request
-from google.protobuf import timestamp_pb2
+from fastapi import APIRouter, Path
 from pydantic import AwareDatetime, BaseModel, Field
 
 from stash.rm.v1 import labeler_pb2
+from stash_common.messages import timestamp_of
 from stash_gateway.auth import Reader, Writer
 from stash_gateway.evaluations import pattern_json
 from stash_gateway.rendering import timestamp_json
 from stash_gateway.routes import API_PREFIX
+from stash_gateway.state import Services, Settings
 
 router = APIRouter(prefix=API_PREFIX, tags=["trajectories"])
 TaskId = Annotated[str, Path(min_length=1, max_length=200, description="the agent's task id (OTLP: the trace id)")]
@@ -36,12 +37,14 @@ class TrajectoryEventsBody(BaseModel):
 
 
 @router.post("/trajectories/{task_id}/events", summary="Record a live task's events; get a course correction")
-def record_events(request: Request, task_id: TaskId, body: TrajectoryEventsBody, principal: Writer) -> dict[str, Any]:
+def record_events(
+    services: Services, settings: Settings, task_id: TaskId, body: TrajectoryEventsBody, principal: Writer
+) -> dict[str, Any]:
     """`{course_correction, patterns}`: the correction to splice into the agent's next prompt, or null."""
     message = labeler_pb2.RecordTrajectoryEventsRequest(
         owner_id=principal.user_id, task_id=task_id, events=[_event(event) for event in body.events]
     )
-    response = request.app.state.peers.labeler.RecordTrajectoryEvents(message, timeout=30)
+    response = services.labeler.RecordTrajectoryEvents(message, timeout=settings.rpc_timeout_s)
     return {
         "course_correction": correction_json(response.course_correction)
         if response.HasField("course_correction")
@@ -51,15 +54,15 @@ def record_events(request: Request, task_id: TaskId, body: TrajectoryEventsBody,
 
 
 @router.get("/trajectories/{task_id}/course-correction", summary="The latest course correction of a task")
-def course_correction(request: Request, task_id: TaskId, principal: Reader) -> dict[str, Any]:
+def course_correction(services: Services, settings: Settings, task_id: TaskId, principal: Reader) -> dict[str, Any]:
     """`{course_correction}`: the newest correction emitted for the task, or null."""
     message = labeler_pb2.GetCourseCorrectionRequest(owner_id=principal.user_id, task_id=task_id)
-    response = request.app.state.peers.labeler.GetCourseCorrection(message, timeout=30)
+    response = services.labeler.GetCourseCorrection(message, timeout=settings.rpc_timeout_s)
     found = response.HasField("course_correction")
     return {"course_correction": correction_json(response.course_correction) if found else None}
 
 
-def correction_json(correction: Any) -> dict[str, Any]:
+def correction_json(correction: labeler_pb2.CourseCorrection) -> dict[str, Any]:
     """`CourseCorrection` with its Markdown `prompt_block`."""
     return {
         "task_id": correction.task_id,
@@ -72,16 +75,12 @@ def correction_json(correction: Any) -> dict[str, Any]:
     }
 
 
-def _event(event: TrajectoryEventBody) -> Any:
-    message = labeler_pb2.TrajectoryEvent(
+def _event(event: TrajectoryEventBody) -> labeler_pb2.TrajectoryEvent:
+    return labeler_pb2.TrajectoryEvent(
+        timestamp=timestamp_of(event.timestamp),
         role=event.role,
         action=event.action,
         target_files=event.target_files,
         success=event.success,
         duration_s=event.duration_s,
     )
-    if event.timestamp is not None:
-        stamp = timestamp_pb2.Timestamp()
-        stamp.FromDatetime(event.timestamp)
-        message.timestamp.CopyFrom(stamp)
-    return message
