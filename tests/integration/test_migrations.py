@@ -10,11 +10,15 @@ from sqlalchemy import inspect
 from stash_common.db import downgrade, make_engine, normalise_url, upgrade
 from stash_gateway import store as gateway_store
 from stash_ingest import store as ingest_store
+from stash_labeler import store as labeler_store
+from stash_trainer import store as trainer_store
 
 # Every service with tables: (service, migrations directory, declarative base).
 OWNERS = [
     ("gateway", gateway_store.MIGRATIONS_DIR, gateway_store.Base),
     ("ingest", ingest_store.MIGRATIONS_DIR, ingest_store.Base),
+    ("labeler", labeler_store.MIGRATIONS_DIR, labeler_store.Base),
+    ("trainer", trainer_store.MIGRATIONS_DIR, trainer_store.Base),
 ]
 
 
