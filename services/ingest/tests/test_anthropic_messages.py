@@ -13,31 +13,21 @@ from hypothesis import given, settings
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.anthropic_messages import looks_like_anthropic_messages, parse_anthropic_messages
 from stash_ingest.adapters.reading import first_value
-from stash_ingest.traces import Step, Trace, validate_trace
+from stash_ingest.traces import Step, Trace
 from support.fixtures import REAL_FIXTURES, real_fixture
 from support.json_strategies import json_values
+from support.traces import assert_not_detected, assert_parses_or_refuses, jsonl, only_trace, roles
 
 DIRECTORY = "anthropic-messages"
 
 
 def _parse_one(name: str) -> Trace:
-    traces = parse_anthropic_messages(real_fixture(f"{DIRECTORY}/{name}"))
-    assert len(traces) == 1
-    validate_trace(traces[0], name)
-    return traces[0]
-
-
-def _roles(trace: Trace) -> list[str]:
-    return [step.role for step in trace.steps]
-
-
-def _jsonl(*documents: Any) -> bytes:
-    return b"\n".join(orjson.dumps(document) for document in documents) + b"\n"
+    return only_trace(parse_anthropic_messages(real_fixture(f"{DIRECTORY}/{name}")), name)
 
 
 def test_parse_reads_parallel_tool_calls_request_with_results_in_order() -> None:
     trace = _parse_one("pydantic-ai-parallel-tool-calls.request.json")
-    assert _roles(trace) == ["system", "user", "assistant"] + ["assistant"] * 4 + ["tool"] * 4
+    assert roles(trace) == ["system", "user", "assistant"] + ["assistant"] * 4 + ["tool"] * 4
     assert trace.steps[0].content.startswith("\n    Use the `retrieve_entity_info` tool to get information")
     assert trace.steps[1].content == "Alice, Bob, Charlie and Daisy are a family. Who is the youngest?"
     assert trace.steps[2].content.startswith("I'll help you find out who is the youngest")
@@ -55,7 +45,7 @@ def test_parse_reads_parallel_tool_calls_request_with_results_in_order() -> None
 
 def test_parse_reads_parallel_tool_calls_response_as_one_assistant_step() -> None:
     trace = _parse_one("pydantic-ai-parallel-tool-calls.response.json")
-    assert _roles(trace) == ["assistant"]
+    assert roles(trace) == ["assistant"]
     assert trace.steps[0].content.startswith("Based on the retrieved information, we can see the family relationships:")
     assert trace.steps[0].content.endswith("she is the youngest among the four family members.")
     assert trace.external_id == "msg_01JVqZPgDwmnyb2kKC3MwCVf"
@@ -66,7 +56,7 @@ def test_parse_reads_parallel_tool_calls_response_as_one_assistant_step() -> Non
 
 def test_parse_puts_replayed_thinking_into_reasoning_of_the_first_step() -> None:
     trace = _parse_one("pydantic-ai-thinking-tool-roundtrip.request.json")
-    assert _roles(trace) == ["user", "assistant", "assistant", "tool"]
+    assert roles(trace) == ["user", "assistant", "assistant", "tool"]
     assert trace.steps[0].content == "What is the largest city in the user country?"
     text = trace.steps[1]
     assert text.content.startswith("I'll help you find the largest city in your country.")
@@ -78,27 +68,27 @@ def test_parse_puts_replayed_thinking_into_reasoning_of_the_first_step() -> None
 
 def test_parse_reads_thinking_roundtrip_response() -> None:
     trace = _parse_one("pydantic-ai-thinking-tool-roundtrip.response.json")
-    assert _roles(trace) == ["assistant"]
+    assert roles(trace) == ["assistant"]
     assert trace.steps[0].content.startswith("Based on the information that you're from Mexico")
     assert trace.external_id == "msg_01SZ8KP8HhB1TxP6Ybbv6iKz"
 
 
 def test_parse_drops_redacted_thinking_in_request_and_response() -> None:
     request = _parse_one("pydantic-ai-redacted-thinking-followup.request.json")
-    assert _roles(request) == ["user", "assistant", "user"]
+    assert roles(request) == ["user", "assistant", "user"]
     assert request.steps[0].content.startswith("ANTHROPIC_MAGIC_STRING_TRIGGER_REDACTED_THINKING_46C9A13E")
     assert request.steps[1].content.startswith("I notice that your message appears to contain a command")
     assert request.steps[2].content == "What was that?"
     assert all(not step.metadata for step in request.steps)
     response = _parse_one("pydantic-ai-redacted-thinking-followup.response.json")
-    assert _roles(response) == ["assistant"] and not response.steps[0].metadata
+    assert roles(response) == ["assistant"] and not response.steps[0].metadata
     assert response.steps[0].content.startswith("That message appeared to be an attempt to use a special command")
     assert response.external_id == "msg_012oSSVsQdwoGH6b2fryM4fF"
 
 
 def test_parse_places_tool_result_then_sibling_image_as_tool_then_user_step() -> None:
     trace = _parse_one("pydantic-ai-tool-result-then-image.request.json")
-    assert _roles(trace) == ["user", "assistant", "assistant", "tool", "user"]
+    assert roles(trace) == ["user", "assistant", "assistant", "tool", "user"]
     assert trace.steps[2] == Step("assistant", "", "get_file", {}, "toolu_01YahAUKrWFRUmEJzzQKC8o8")
     assert trace.steps[3] == Step("tool", "File attached", "get_file", None, "toolu_01YahAUKrWFRUmEJzzQKC8o8")
     assert trace.steps[4] == Step("user", "[image: https://www.gstatic.com/webp/gallery3/1.png]")
@@ -109,7 +99,7 @@ def test_parse_places_tool_result_then_sibling_image_as_tool_then_user_step() ->
 
 def test_parse_reads_response_with_thinking_text_and_tool_use() -> None:
     trace = _parse_one("openinference-reasoning-tool-use.response.json")
-    assert _roles(trace) == ["assistant", "assistant"]
+    assert roles(trace) == ["assistant", "assistant"]
     assert trace.steps[0].content == "Sure! Let me check the weather in San Francisco for you!"
     assert trace.steps[0].metadata == {
         "reasoning": "The user wants to know the weather in San Francisco. "
@@ -124,7 +114,7 @@ def test_parse_reads_response_with_thinking_text_and_tool_use() -> None:
 
 def test_parse_keeps_non_ascii_text_and_thinking() -> None:
     trace = _parse_one("openinference-thinking-multi-turn-1.response.json")
-    assert _roles(trace) == ["assistant"]
+    assert roles(trace) == ["assistant"]
     assert trace.steps[0].content.startswith(
         "## Dividing 12,231 by 9\n\n### A Handy Shortcut First\nNotice that **27 = 9 × 3**"
     )
@@ -161,7 +151,7 @@ def test_parse_reads_system_text_blocks_and_string_contents_synthetic() -> None:
         ],
         "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
     }
-    [trace] = parse_anthropic_messages(_jsonl(request))
+    [trace] = parse_anthropic_messages(jsonl(request))
     assert trace.steps == (Step("system", "Rule one.\nRule two."), Step("user", "hi"), Step("assistant", "hello"))
 
 
@@ -190,8 +180,8 @@ def test_parse_splits_a_user_message_around_its_tool_results_synthetic() -> None
             ],
         },
     ]
-    [trace] = parse_anthropic_messages(_jsonl({"messages": messages}))
-    assert _roles(trace) == ["user", "assistant", "user", "tool", "user"]
+    [trace] = parse_anthropic_messages(jsonl({"messages": messages}))
+    assert roles(trace) == ["user", "assistant", "user", "tool", "user"]
     assert trace.steps[2].content == "before"
     assert trace.steps[3] == Step("tool", "permission denied\n[image]", "ls", None, "t1", {"is_error": True})
     assert trace.steps[4].content == "after\n[image]"
@@ -242,7 +232,7 @@ def test_parse_reads_server_tool_use_and_its_result_synthetic() -> None:
         {"type": "text", "text": "It rains."},
     ]
     [trace] = parse_anthropic_messages(orjson.dumps({"type": "message", "role": "assistant", "content": content}))
-    assert _roles(trace) == ["assistant", "tool", "assistant"]
+    assert roles(trace) == ["assistant", "tool", "assistant"]
     assert trace.steps[0] == Step("assistant", "", "web_search", {"query": "rain"}, "srv_1")
     assert trace.steps[1].tool_name == "web_search" and trace.steps[1].tool_call_id == "srv_1"
     assert orjson.loads(trace.steps[1].content) == {"title": "A", "type": "web_search_result", "url": "https://a.b"}
@@ -251,7 +241,7 @@ def test_parse_reads_server_tool_use_and_its_result_synthetic() -> None:
 def test_parse_keeps_line_separators_inside_jsonl_strings_synthetic() -> None:
     text = "one\u2028two\u2029three"
     first, second = parse_anthropic_messages(
-        _jsonl(
+        jsonl(
             {"system": text, "messages": [{"role": "user", "content": text}]},
             {"messages": [{"role": "user", "content": "x"}]},
         )
@@ -309,7 +299,7 @@ def test_parse_keeps_line_separators_inside_jsonl_strings_synthetic() -> None:
 )
 def test_parse_rejects_bad_lines_naming_line_and_field(line: Any, match: str) -> None:
     with pytest.raises(InvalidArgument, match=match):
-        parse_anthropic_messages(_jsonl({"messages": [{"role": "user", "content": "ok"}]}, line))
+        parse_anthropic_messages(jsonl({"messages": [{"role": "user", "content": "ok"}]}, line))
 
 
 def test_parse_rejects_invalid_json_and_empty_payloads() -> None:
@@ -356,16 +346,9 @@ _JSON = json_values(
 @settings(max_examples=300, deadline=None)
 @given(_JSON)
 def test_parse_and_looks_like_fail_only_with_invalid_argument_on_arbitrary_json(value: Any) -> None:
-    assert looks_like_anthropic_messages(value) in (True, False)
-    try:
-        traces = parse_anthropic_messages(orjson.dumps(value))
-    except InvalidArgument:
-        return
-    for trace in traces:
-        validate_trace(trace, "generated")
+    assert_parses_or_refuses(parse_anthropic_messages, looks_like_anthropic_messages, value)
 
 
 @pytest.mark.parametrize("directory", ["claude-code", "codex", "langfuse", "langsmith", "openai-chat", "otlp"])
 def test_looks_like_anthropic_messages_is_false_for_other_formats_real_fixtures(directory: str) -> None:
-    for name in sorted(os.listdir(REAL_FIXTURES / directory)):
-        assert not looks_like_anthropic_messages(first_value(real_fixture(f"{directory}/{name}"))), name
+    assert_not_detected(looks_like_anthropic_messages, directory)

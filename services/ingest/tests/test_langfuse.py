@@ -8,9 +8,9 @@ import pytest
 
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.langfuse import looks_like_langfuse, parse_langfuse
-from stash_ingest.adapters.reading import first_value
-from stash_ingest.traces import Trace, validate_trace
+from stash_ingest.traces import Trace
 from support.fixtures import real_fixture
+from support.traces import assert_fixture_parses, called_tools, only_trace, roles
 
 FIXTURES = (
     "langfuse/trpc-openai-agents-2025-09-30.trace.json",
@@ -21,18 +21,7 @@ FIXTURES = (
 
 
 def _only(raw: bytes) -> Trace:
-    traces = parse_langfuse(raw)
-    assert len(traces) == 1
-    validate_trace(traces[0], "test")
-    return traces[0]
-
-
-def _roles(trace: Trace) -> list[str]:
-    return [step.role for step in trace.steps]
-
-
-def _tool_names(trace: Trace) -> list[str | None]:
-    return [step.tool_name for step in trace.steps if step.role == "assistant" and step.tool_name]
+    return only_trace(parse_langfuse(raw))
 
 
 def _generation(observation_id: str, start: str, end: str, input: Any, output: Any, **fields: Any) -> dict[str, Any]:
@@ -55,12 +44,7 @@ def _public_trace(trace_id: str, observations: list[dict[str, Any]], **fields: A
 
 @pytest.mark.parametrize("name", FIXTURES)
 def test_every_fixture_parses_and_validates_when_real(name: str) -> None:
-    raw = real_fixture(name)
-    traces = parse_langfuse(raw)
-    for index, trace in enumerate(traces):
-        validate_trace(trace, f"trace {index}")
-    assert parse_langfuse(raw) == traces
-    assert looks_like_langfuse(first_value(raw))
+    assert_fixture_parses(parse_langfuse, looks_like_langfuse, name)
 
 
 def test_openai_agents_trace_merges_responses_items_when_trpc_download() -> None:
@@ -68,7 +52,7 @@ def test_openai_agents_trace_merges_responses_items_when_trpc_download() -> None
 
     assert trace.external_id == "fee618f96dc31e0ca38b2f7b26eb8b29"
     assert trace.title == "Agent workflow"
-    assert _roles(trace) == ["system", "user", "assistant", "tool", "assistant"]
+    assert roles(trace) == ["system", "user", "assistant", "tool", "assistant"]
     system, user, call, result, answer = trace.steps
     assert system.content == "You are a helpful agent."  # only in the Responses object's `instructions`
     assert user.content == "What's the weather in Tokyo?"
@@ -109,7 +93,7 @@ def test_claude_agent_trace_skips_garbage_input_and_answers_calls_from_tool_obse
 
     assert trace.external_id == "097f1d8982fa909b8cffb14a166ec272"
     assert trace.title == "claude.conversation"
-    assert _roles(trace) == ["user", "assistant", "assistant", "assistant", "tool", "tool", "assistant"]
+    assert roles(trace) == ["user", "assistant", "assistant", "assistant", "tool", "tool", "assistant"]
     assert trace.steps[0].content == "What's the weather like in Berlin and New York?"
     assert trace.steps[1].content == "I'll check the weather in both Berlin and New York for you."
     assert all(step.content != "role" for step in trace.steps)  # the {"content":"role"} inputs
@@ -134,8 +118,8 @@ def test_pydantic_ai_trace_keeps_parallel_calls_and_second_agent_when_ui_downloa
     assert trace.external_id == "7a38edd8123db47ad8dcb8aa4c5e3926"
     assert trace.title == "joke-generator"
     assert len(trace.steps) == 14
-    assert Counter(_roles(trace)) == {"system": 2, "user": 3, "assistant": 6, "tool": 3}
-    assert _tool_names(trace) == [
+    assert Counter(roles(trace)) == {"system": 2, "user": 3, "assistant": 6, "tool": 3}
+    assert called_tools(trace) == [
         "get_pun_suggestion",
         "get_dad_joke_suggestion",
         "get_one_liner_suggestion",
@@ -159,7 +143,7 @@ def test_assistants_trace_reads_plain_messages_and_string_output_when_old_sdk() 
 
     assert trace.external_id == "b3b7b128-5664-4f42-9fab-31999da9e2f1"
     assert trace.title == "run_math_tutor"
-    assert _roles(trace) == ["assistant", "user", "assistant"]
+    assert roles(trace) == ["assistant", "user", "assistant"]
     assert trace.steps[1].content == "I need to solve the equation `3x + 11 = 14`. Can you help me?"
     assert trace.steps[2].content.startswith("Sure, first subtract 11 from both sides")
     assert trace.steps[2].metadata["timestamp"] == "2024-05-29T13:46:19.963000+00:00"
@@ -216,7 +200,7 @@ def test_openai_chat_history_is_prefix_merged_when_synthetic() -> None:
 
     trace = _only(orjson.dumps(_public_trace("t", [second, first])))
 
-    assert _roles(trace) == ["system", "user", "assistant", "tool", "assistant"]
+    assert roles(trace) == ["system", "user", "assistant", "tool", "assistant"]
     assert trace.steps[2].tool_input == {"id": 7}  # arguments encoded twice
     assert (trace.steps[3].tool_name, trace.steps[3].content) == ("lookup", '{"ok":true}')
     assert [span.step_indices for span in trace.spans] == [(0, 1, 2), (3, 4)]
@@ -285,7 +269,7 @@ def test_anthropic_blocks_map_thinking_images_and_errors_when_synthetic() -> Non
         )
     )
 
-    assert _roles(trace) == ["system", "user", "assistant", "assistant", "tool", "assistant"]
+    assert roles(trace) == ["system", "user", "assistant", "assistant", "tool", "assistant"]
     assert trace.steps[1].content == "Describe these\n[image]\n[image: https://example.com/cat.png]"
     assert trace.steps[2].metadata["reasoning"] == "Need the file."
     assert (trace.steps[4].tool_name, trace.steps[4].metadata["is_error"]) == ("fetch", True)

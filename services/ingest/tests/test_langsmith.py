@@ -3,14 +3,13 @@
 from collections import Counter
 from typing import Any
 
-import orjson
 import pytest
 
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.langsmith import looks_like_langsmith, parse_langsmith
-from stash_ingest.adapters.reading import first_value
-from stash_ingest.traces import Trace, validate_trace
+from stash_ingest.traces import Trace
 from support.fixtures import real_fixture
+from support.traces import assert_fixture_parses, jsonl, only_trace, roles
 
 FIXTURES = (
     "langsmith/langgraph-cloud-run-ops-subset.jsonl",
@@ -21,14 +20,7 @@ GRAPH_TRACE = "1efb27a4-5264-6908-9ab5-23fc3c60ae2d"
 
 
 def _only(raw: bytes) -> Trace:
-    traces = parse_langsmith(raw)
-    assert len(traces) == 1
-    validate_trace(traces[0], "test")
-    return traces[0]
-
-
-def _roles(trace: Trace) -> list[str]:
-    return [step.role for step in trace.steps]
+    return only_trace(parse_langsmith(raw))
 
 
 def _lc(kind: str, **kwargs: Any) -> dict[str, Any]:
@@ -66,18 +58,9 @@ def _llm(
     )
 
 
-def _jsonl(*runs: dict[str, Any]) -> bytes:
-    return b"\n".join(orjson.dumps(run) for run in runs) + b"\n"
-
-
 @pytest.mark.parametrize("name", FIXTURES)
 def test_every_fixture_parses_and_validates_when_real(name: str) -> None:
-    raw = real_fixture(name)
-    traces = parse_langsmith(raw)
-    for index, trace in enumerate(traces):
-        validate_trace(trace, f"trace {index}")
-    assert parse_langsmith(raw) == traces
-    assert looks_like_langsmith(first_value(raw))
+    assert_fixture_parses(parse_langsmith, looks_like_langsmith, name)
 
 
 def test_langgraph_runs_merge_two_llm_calls_when_run_ops_export() -> None:
@@ -85,7 +68,7 @@ def test_langgraph_runs_merge_two_llm_calls_when_run_ops_export() -> None:
 
     assert trace.external_id == GRAPH_TRACE
     assert trace.title is None
-    assert _roles(trace) == [
+    assert roles(trace) == [
         *("system", "user", "assistant", "user", "assistant", "user", "assistant"),
         *("system", "user", "assistant"),
     ]
@@ -141,7 +124,7 @@ def test_js_wrap_openai_batch_reads_epoch_milliseconds_and_id_from_dotted_order(
     trace = _only(real_fixture("langsmith/js-sdk-wrap-openai-reasoning.post-patch.json"))
 
     assert trace.external_id == "e954b8e3-c337-4a05-bf0a-ca2baac3ba48"
-    assert _roles(trace) == ["user", "assistant"]
+    assert roles(trace) == ["user", "assistant"]
     assert trace.steps[0].content.startswith("Write a bash script that takes a matrix represented as a string")
     assert trace.steps[1].content.startswith("Certainly! Below is a Bash script")
     assert trace.steps[0].metadata["timestamp"] == "2024-10-13T07:05:38.291000+00:00"
@@ -160,7 +143,7 @@ def test_tool_run_answered_by_next_llm_input_is_a_span_only_when_synthetic() -> 
     ]
     answer = _lc("AIMessage", content="", type="ai", tool_calls=[call])
     result = _lc("ToolMessage", content="High at 6pm", type="tool", tool_call_id="call_1", name="search")
-    runs = _jsonl(
+    runs = jsonl(
         _run("t", "chain", 0, 9, name="agent"),
         _llm("l1", 1, 2, asked, answer, parent_run_id="t"),
         _run(
@@ -185,7 +168,7 @@ def test_tool_run_answered_by_next_llm_input_is_a_span_only_when_synthetic() -> 
 
     trace = _only(runs)
 
-    assert _roles(trace) == ["system", "user", "assistant", "tool", "assistant"]
+    assert roles(trace) == ["system", "user", "assistant", "tool", "assistant"]
     assert (trace.steps[3].tool_name, trace.steps[3].tool_call_id, trace.steps[3].content) == (
         "search",
         "call_1",
@@ -200,7 +183,7 @@ def test_tool_run_supplies_a_result_no_llm_input_carries_when_synthetic() -> Non
     answer = _lc(
         "AIMessage", content="Deleting.", type="ai", tool_calls=[{"name": "rm", "args": {"path": "/x"}, "id": "call_9"}]
     )
-    runs = _jsonl(
+    runs = jsonl(
         _llm(
             "l1",
             1,
@@ -221,7 +204,7 @@ def test_tool_run_supplies_a_result_no_llm_input_carries_when_synthetic() -> Non
 
     trace = _only(runs)
 
-    assert _roles(trace) == ["user", "assistant", "assistant", "tool"]
+    assert roles(trace) == ["user", "assistant", "assistant", "tool"]
     result = trace.steps[3]
     assert (result.tool_call_id, result.tool_name, result.content) == ("call_9", "rm", "PermissionError: /x")
     assert result.metadata == {"is_error": True, "timestamp": "2025-01-02T03:00:04.000000+00:00"}
@@ -249,9 +232,9 @@ def test_anthropic_content_blocks_map_thinking_images_and_dedupe_calls_when_synt
         ],
     )
 
-    trace = _only(_jsonl(_llm("l1", 1, 2, [human], answer)))
+    trace = _only(jsonl(_llm("l1", 1, 2, [human], answer)))
 
-    assert _roles(trace) == ["user", "assistant", "assistant"]
+    assert roles(trace) == ["user", "assistant", "assistant"]
     assert trace.steps[0].content == "What is this?\n[image]"
     assert (trace.steps[1].content, trace.steps[1].metadata["reasoning"]) == ("Let me look.", "Look first.")
     assert trace.steps[2].tool_call_id == "toolu_1"
@@ -263,7 +246,7 @@ def test_runs_of_two_traces_give_two_traces_in_first_seen_order_when_synthetic()
         outputs = {"choices": [{"message": {"role": "assistant", "content": text.upper()}}]}
         return _run(trace_id, "llm", 0, 1, inputs=messages, outputs=outputs) | {"trace_id": trace_id}
 
-    traces = parse_langsmith(_jsonl(single("b", "second"), single("a", "first")))
+    traces = parse_langsmith(jsonl(single("b", "second"), single("a", "first")))
 
     assert [trace.external_id for trace in traces] == ["b", "a"]
     assert [step.content for step in traces[1].steps] == ["first", "FIRST"]
@@ -277,7 +260,7 @@ def test_patch_on_a_later_line_wins_over_post_fields_when_synthetic() -> None:
         "outputs": {"choices": [{"message": {"role": "assistant", "content": "yo"}}]},
     }
 
-    trace = _only(_jsonl({"post": [post]}, {"patch": [patch]}))
+    trace = _only(jsonl({"post": [post]}, {"patch": [patch]}))
 
     assert [step.content for step in trace.steps] == ["hi", "yo"]
     assert trace.spans[0].end_ns - trace.spans[0].start_ns == 5_000_000_000
@@ -294,7 +277,7 @@ def test_jsonl_keeps_line_separators_inside_strings_when_synthetic() -> None:
         outputs={"output": "ok"},
     )
 
-    trace = _only(_jsonl(run, _run("c1", "chain", 0, 2, name="root")))
+    trace = _only(jsonl(run, _run("c1", "chain", 0, 2, name="root")))
 
     assert trace.steps[0].content == text
     assert len(trace.spans) == 2
@@ -302,7 +285,7 @@ def test_jsonl_keeps_line_separators_inside_strings_when_synthetic() -> None:
 
 def test_line_that_is_not_a_run_fails_naming_it() -> None:
     with pytest.raises(InvalidArgument, match=r"line 2: id: expected LangSmith runs"):
-        parse_langsmith(_jsonl(_run("c1", "chain", 0, None), {"messages": []}))
+        parse_langsmith(jsonl(_run("c1", "chain", 0, None), {"messages": []}))
 
 
 def test_trace_without_llm_runs_fails_naming_its_first_line() -> None:
@@ -310,7 +293,7 @@ def test_trace_without_llm_runs_fails_naming_its_first_line() -> None:
     child = _run("c2", "retriever", 1, None, parent_run_id="c1")
 
     with pytest.raises(InvalidArgument, match=r"line 1: run_type: trace t has no `llm` run"):
-        parse_langsmith(_jsonl(root, child))
+        parse_langsmith(jsonl(root, child))
 
 
 def test_bad_json_and_empty_payload_fail_naming_where() -> None:

@@ -15,6 +15,7 @@ from stash_ingest.adapters.reading import first_value
 from stash_ingest.traces import Step, Trace, validate_trace
 from support.fixtures import REAL_FIXTURES, real_fixture
 from support.json_strategies import json_values
+from support.traces import assert_not_detected, assert_parses_or_refuses, jsonl, roles
 
 COOKBOOK = "openai-chat/cookbook-drone-finetune-first6.jsonl"
 REQUEST = "openai-chat/pydantic-ai-tool-then-image.chat-completions.request.json"
@@ -29,18 +30,10 @@ def _parse(name: str) -> list[Trace]:
     return traces
 
 
-def _jsonl(*documents: Any) -> bytes:
-    return b"\n".join(orjson.dumps(document) for document in documents) + b"\n"
-
-
-def _roles(trace: Trace) -> list[str]:
-    return [step.role for step in trace.steps]
-
-
 def test_parse_reads_the_cookbook_fine_tuning_file_one_trace_per_line() -> None:
     traces = _parse(COOKBOOK)
     assert len(traces) == 6
-    assert all(_roles(trace) == ["system", "user", "assistant"] for trace in traces)
+    assert all(roles(trace) == ["system", "user", "assistant"] for trace in traces)
     assert all(trace.steps[0].content.startswith(DRONE_SYSTEM_PREFIX) for trace in traces)
     assert [trace.steps[1].content for trace in traces] == [
         "Let's get the drone in the air, can you make it take off",
@@ -77,7 +70,7 @@ def test_parse_keeps_cookbook_tool_list_and_parallel_flag_as_trace_metadata() ->
 
 def test_parse_reads_the_chat_completions_request_with_tool_result_and_image() -> None:
     [trace] = _parse(REQUEST)
-    assert _roles(trace) == ["user", "assistant", "tool", "user"]
+    assert roles(trace) == ["user", "assistant", "tool", "user"]
     assert trace.steps[0] == Step("user", "What food is in the image you can get from the get_image tool?")
     assert trace.steps[1] == Step("assistant", "", "get_image", {}, "call_4hrT4QP9jfojtK69vGiFCFjG")
     assert trace.steps[2] == Step("tool", "See file bd38f5", "get_image", None, "call_4hrT4QP9jfojtK69vGiFCFjG")
@@ -158,7 +151,7 @@ def test_parse_splits_text_and_parallel_tool_calls_and_pairs_results_synthetic()
         },
         {"role": "assistant", "content": None, "refusal": "I cannot say more."},
     ]
-    [trace] = parse_openai_chat(_jsonl({"messages": messages}))
+    [trace] = parse_openai_chat(jsonl({"messages": messages}))
     assert trace.steps == (
         Step("user", "Weather and time in Paris?"),
         Step("assistant", "Checking both."),
@@ -176,7 +169,7 @@ def test_parse_reads_legacy_function_call_and_function_role_synthetic() -> None:
         {"role": "assistant", "content": None, "function_call": {"name": "calc", "arguments": '{"expr": "2+2"}'}},
         {"role": "function", "name": "calc", "content": "4"},
     ]
-    [trace] = parse_openai_chat(_jsonl({"messages": messages, "functions": [{"name": "calc"}]}))
+    [trace] = parse_openai_chat(jsonl({"messages": messages, "functions": [{"name": "calc"}]}))
     assert trace.steps[1:] == (Step("assistant", "", "calc", {"expr": "2+2"}), Step("tool", "4", "calc"))
     assert trace.metadata == {"tools": ["calc"]}
 
@@ -188,7 +181,7 @@ def test_parse_wraps_non_object_arguments_and_reads_custom_tool_calls_synthetic(
         {"id": "c", "type": "custom", "custom": {"name": "apply_patch", "input": "*** Begin Patch"}},
     ]
     [trace] = parse_openai_chat(
-        _jsonl({"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "tool_calls": calls}]})
+        jsonl({"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "tool_calls": calls}]})
     )
     assert [step.tool_input for step in trace.steps[1:]] == [
         {"input": "not json"},
@@ -205,7 +198,7 @@ def test_parse_never_puts_data_urls_into_content_synthetic() -> None:
         {"type": "input_audio", "input_audio": {"data": "UklGR", "format": "wav"}},
         {"type": "file", "file": {"filename": "report.pdf", "file_data": "data:application/pdf;base64,JVBER"}},
     ]
-    [trace] = parse_openai_chat(_jsonl({"messages": [{"role": "user", "content": parts}]}))
+    [trace] = parse_openai_chat(jsonl({"messages": [{"role": "user", "content": parts}]}))
     assert trace.steps[0].content == "What is this?\n[image]\n[input_audio]\n[file: report.pdf]"
 
 
@@ -223,7 +216,7 @@ def test_parse_keeps_reasoning_weight_and_timestamps_on_message_steps_synthetic(
         {"role": "tool", "tool_call_id": "x", "content": "ok", "timestamp": "2025-01-02T03:04:06"},
         {"role": "assistant", "content": "done", "timestamp": "2025-01-02T04:04:07+01:00"},
     ]
-    [trace] = parse_openai_chat(_jsonl({"messages": messages}))
+    [trace] = parse_openai_chat(jsonl({"messages": messages}))
     assert trace.steps[0].metadata == {"timestamp": "2025-01-02T03:04:05.123000+00:00", "name": "ana"}
     assert trace.steps[1].metadata == {
         "reasoning": "think",
@@ -236,7 +229,7 @@ def test_parse_keeps_reasoning_weight_and_timestamps_on_message_steps_synthetic(
 
 def test_parse_keeps_line_separators_inside_jsonl_strings_synthetic() -> None:
     text = "one\u2028two\u2029three"
-    raw = _jsonl({"messages": [{"role": "user", "content": text}]}, {"messages": [{"role": "user", "content": "x"}]})
+    raw = jsonl({"messages": [{"role": "user", "content": text}]}, {"messages": [{"role": "user", "content": "x"}]})
     first, second = parse_openai_chat(raw)
     assert first.steps[0].content == text and second.steps[0].content == "x"
 
@@ -293,7 +286,7 @@ def test_parse_makes_one_trace_per_choice_of_a_multi_choice_response_synthetic()
 )
 def test_parse_rejects_bad_lines_naming_line_and_field(line: Any, match: str) -> None:
     with pytest.raises(InvalidArgument, match=match):
-        parse_openai_chat(_jsonl({"messages": [{"role": "user", "content": "ok"}]}, line))
+        parse_openai_chat(jsonl({"messages": [{"role": "user", "content": "ok"}]}, line))
 
 
 def test_parse_rejects_invalid_json_and_empty_payloads() -> None:
@@ -342,16 +335,9 @@ _JSON = json_values(
 @settings(max_examples=300, deadline=None)
 @given(_JSON)
 def test_parse_and_looks_like_fail_only_with_invalid_argument_on_arbitrary_json(value: Any) -> None:
-    assert looks_like_openai_chat(value) in (True, False)
-    try:
-        traces = parse_openai_chat(orjson.dumps(value))
-    except InvalidArgument:
-        return
-    for trace in traces:
-        validate_trace(trace, "generated")
+    assert_parses_or_refuses(parse_openai_chat, looks_like_openai_chat, value)
 
 
 @pytest.mark.parametrize("directory", ["anthropic-messages", "claude-code", "codex", "langfuse", "langsmith", "otlp"])
 def test_looks_like_openai_chat_is_false_for_other_formats_real_fixtures(directory: str) -> None:
-    for name in sorted(os.listdir(REAL_FIXTURES / directory)):
-        assert not looks_like_openai_chat(first_value(real_fixture(f"{directory}/{name}"))), name
+    assert_not_detected(looks_like_openai_chat, directory)

@@ -11,8 +11,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from stash_ingest.adapters import otel
-from stash_ingest.otlp import OtlpRequest, accept_spans, proto_spans, read_spans
+from stash_ingest.otel.documents import spans_of
+from stash_ingest.otel.protobuf import proto_spans
+from stash_ingest.otel.traces import build_trace
+from stash_ingest.otlp import OtlpRequest, accept_spans, read_spans
 
 
 def _request() -> ExportTraceServiceRequest:
@@ -41,11 +43,11 @@ def test_proto_spans_build_the_same_trace_as_json_format() -> None:
     document = json_format.MessageToDict(request)
 
     fast = [span for _, span in proto_spans(request)]
-    slow = [span for _, span in otel.spans_of(document, "body")]
+    slow = [span for _, span in spans_of(document, "body")]
     trace_id = fast[0]["traceId"]
 
-    assert otel.build_trace(trace_id, fast) == otel.build_trace(trace_id, slow)
-    assert [step.content for step in otel.build_trace(trace_id, fast).steps] == ["hi", "hello"]
+    assert build_trace(trace_id, fast) == build_trace(trace_id, slow)
+    assert [step.content for step in build_trace(trace_id, fast).steps] == ["hi", "hello"]
 
 
 def test_span_without_a_span_id_is_rejected_alone() -> None:

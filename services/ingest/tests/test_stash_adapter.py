@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.anthropic_messages import parse_anthropic_messages
 from stash_ingest.adapters.openai_chat import parse_openai_chat
-from stash_ingest.adapters.reading import first_value
 from stash_ingest.adapters.stash import dump_stash, looks_like_stash, parse_stash
 from stash_ingest.traces import ROLES, Span, Step, Trace, validate_trace
 from support.fixtures import REAL_FIXTURES, real_fixture
+from support.traces import assert_not_detected
 
 FULL_LINE = {
     "id": "refund-1182",
@@ -333,5 +333,4 @@ def test_dump_then_parse_round_trips_generated_traces(trace: Trace) -> None:
     "directory", ["anthropic-messages", "claude-code", "codex", "langfuse", "langsmith", "openai-chat", "otlp"]
 )
 def test_looks_like_stash_is_false_for_other_formats_real_fixtures(directory: str) -> None:
-    for name in sorted(os.listdir(REAL_FIXTURES / directory)):
-        assert not looks_like_stash(first_value(real_fixture(f"{directory}/{name}"))), name
+    assert_not_detected(looks_like_stash, directory)

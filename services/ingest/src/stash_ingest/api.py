@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeGuard, TypeVar, get_args
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -36,6 +37,8 @@ from stash_ingest.traces import Span, StoredStep, StoredTrace, TraceSummary
 REVISION_PAGE_MAX = 1000
 CONFLICT_ATTEMPTS = 3
 T = TypeVar("T")
+Changeable = Literal["rating", "comment", "label_error", "label_error_note"]  # what UpdateAnnotation may change
+CHANGEABLE: tuple[Changeable, ...] = get_args(Changeable)
 _RESULTS = {
     ImportResult.CREATED: ingest_pb2.IMPORT_RESULT_CREATED,
     ImportResult.REPLACED: ingest_pb2.IMPORT_RESULT_REPLACED,
@@ -65,12 +68,16 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         self.announcer = announcer
         self.revision_settle = revision_settle
 
-    def ListFormats(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def ListFormats(
+        self, request: ingest_pb2.ListFormatsRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.ListFormatsResponse:
         """Every importable format with what it reads."""
         formats = [ingest_pb2.Format(name=a.name, description=a.description) for a in ADAPTERS.values()]
         return ingest_pb2.ListFormatsResponse(formats=formats)
 
-    def ImportTraces(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def ImportTraces(
+        self, request: ingest_pb2.ImportTracesRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.ImportTracesResponse:
         """Import a payload all-or-nothing: one bad trace stores nothing."""
         source_id = request.source_id if request.HasField("source_id") else None
         job = ImportRequest(owner_of(request), request.format or "auto", request.data, source_id)
@@ -86,7 +93,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             format=format_name, imported=len(imported), trace_ids=trace_ids, results=results
         )
 
-    def IngestOtlpSpans(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def IngestOtlpSpans(
+        self, request: ingest_pb2.IngestOtlpSpansRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.IngestOtlpSpansResponse:
         """Store OTLP spans and rebuild the traces they touch; spans rejected alone are reported, not fatal."""
         job = OtlpRequest(
             owner_id=owner_of(request),
@@ -107,7 +116,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         with transaction(self.sessions) as session:
             self.announcer.announce(current_revisions(session, trace_ids))
 
-    def ListTraceRevisions(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def ListTraceRevisions(
+        self, request: ingest_pb2.ListTraceRevisionsRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.ListTraceRevisionsResponse:
         """Traces changed after the cursor (all owners unless one is named), oldest change first."""
         limit = request.limit or 500
         if not 1 <= limit <= REVISION_PAGE_MAX:
@@ -128,7 +139,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             next_cursor=cursor,
         )
 
-    def GetTraceRevision(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def GetTraceRevision(
+        self, request: ingest_pb2.GetTraceRevisionRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.GetTraceRevisionResponse:
         """The trace and its annotations, if `revision` is still the current one."""
         with transaction(self.sessions) as session:
             row = store.find_trace_row(session, owner_of(request), request.trace_id)
@@ -151,7 +164,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                     raise Unavailable("concurrent writes to the same traces kept conflicting; retry") from None
         raise AssertionError("unreachable")
 
-    def ListTraces(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def ListTraces(
+        self, request: ingest_pb2.ListTracesRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.ListTracesResponse:
         """One page of the owner's traces, newest import first."""
         if request.HasField("process_pattern"):
             raise InvalidArgument("process_pattern", "ingest holds no findings; pass the labeler's trace_ids")
@@ -169,7 +184,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             traces=[summary_to_proto(summary) for summary in summaries], page_info=common_pb2.PageInfo(total=total)
         )
 
-    def GetTrace(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def GetTrace(
+        self, request: ingest_pb2.GetTraceRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.GetTraceResponse:
         """One trace with steps, spans and annotations."""
         with transaction(self.sessions) as session:
             row = store.find_trace_row(session, owner_of(request), request.trace_id)
@@ -181,13 +198,31 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             annotations=[annotation_to_proto(annotation) for annotation in annotations],
         )
 
-    def DeleteTrace(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def BatchGetTraces(
+        self, request: ingest_pb2.BatchGetTracesRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.BatchGetTracesResponse:
+        """Several traces in request order, with their annotations when asked; NOT_FOUND names the first unowned id."""
+        owner_id = owner_of(request)
+        with transaction(self.sessions) as session:
+            rows = [store.find_trace_row(session, owner_id, trace_id) for trace_id in request.trace_ids]
+            traces = [store.load_trace(session, row) for row in rows]
+            annotations = list_annotations(session, [row.id for row in rows]) if request.include_annotations else []
+        return ingest_pb2.BatchGetTracesResponse(
+            traces=[trace_to_proto(trace) for trace in traces],
+            annotations=[annotation_to_proto(annotation) for annotation in annotations],
+        )
+
+    def DeleteTrace(
+        self, request: ingest_pb2.DeleteTraceRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.DeleteTraceResponse:
         """Delete a trace with its steps, spans and annotations."""
         with transaction(self.sessions) as session:
             session.delete(store.find_trace_row(session, owner_of(request), request.trace_id))
         return ingest_pb2.DeleteTraceResponse()
 
-    def ListTraceSources(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def ListTraceSources(
+        self, request: ingest_pb2.ListTraceSourcesRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.ListTraceSourcesResponse:
         """The owner's source ids with display names and trace counts."""
         owner_id = owner_of(request)
         with transaction(self.sessions) as session:
@@ -199,7 +234,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         ]
         return ingest_pb2.ListTraceSourcesResponse(sources=sources)
 
-    def RenameTraceSource(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def RenameTraceSource(
+        self, request: ingest_pb2.RenameTraceSourceRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.RenameTraceSourceResponse:
         """Give one of the owner's source ids a display name."""
         owner_id, name = owner_of(request), request.name.strip()
         if not 1 <= len(request.source_id) <= 200:
@@ -211,7 +248,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             count = store.source_counts(session, owner_id).get(request.source_id, 0)
         return ingest_pb2.RenameTraceSourceResponse(source=_source(owner_id, request.source_id, name, count))
 
-    def CreateAnnotation(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def CreateAnnotation(
+        self, request: ingest_pb2.CreateAnnotationRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.CreateAnnotationResponse:
         """Annotate a trace or one of its steps."""
         draft = AnnotationDraft(
             rating=request.rating if request.HasField("rating") else None,
@@ -227,7 +266,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             annotation = create_annotation(session, row, step_id, draft, author)
         return ingest_pb2.CreateAnnotationResponse(annotation=annotation_to_proto(annotation))
 
-    def UpdateAnnotation(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def UpdateAnnotation(
+        self, request: ingest_pb2.UpdateAnnotationRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.UpdateAnnotationResponse:
         """Change the fields named in the update mask; a named field left unset becomes null."""
         changes = {path: _optional(request, path) for path in request.update_mask.paths}
         if "label_error" in changes:
@@ -236,38 +277,49 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             annotation = update_annotation(session, owner_of(request), request.annotation_id, changes)
         return ingest_pb2.UpdateAnnotationResponse(annotation=annotation_to_proto(annotation))
 
-    def DeleteAnnotation(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def DeleteAnnotation(
+        self, request: ingest_pb2.DeleteAnnotationRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.DeleteAnnotationResponse:
         """Delete one of the owner's annotations."""
         with transaction(self.sessions) as session:
             delete_annotation(session, owner_of(request), request.annotation_id)
         return ingest_pb2.DeleteAnnotationResponse()
 
-    def ExportTraces(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+    def ExportTraces(
+        self, request: ingest_pb2.ExportTracesRequest, context: grpc.ServicerContext
+    ) -> Iterator[ingest_pb2.ExportTracesResponse]:
         """The owner's traces as canonical JSONL, streamed in chunks."""
         for chunk in exports.export_traces(self.sessions, owner_of(request), list(request.trace_ids)):
             yield ingest_pb2.ExportTracesResponse(data=chunk)
 
-    def ExportAnnotations(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+    def ExportAnnotations(
+        self, request: ingest_pb2.ExportAnnotationsRequest, context: grpc.ServicerContext
+    ) -> Iterator[ingest_pb2.ExportAnnotationsResponse]:
         """The owner's annotations as JSONL, streamed in chunks."""
         for chunk in exports.export_annotations(self.sessions, owner_of(request), list(request.trace_ids)):
             yield ingest_pb2.ExportAnnotationsResponse(data=chunk)
 
 
-def _time(request: Any, field: str) -> datetime | None:
-    return getattr(request, field).ToDatetime(tzinfo=UTC) if request.HasField(field) else None
+def _time(request: ingest_pb2.ListTracesRequest, field: Literal["created_after", "created_before"]) -> datetime | None:
+    timestamp: Timestamp = getattr(request, field)
+    return timestamp.ToDatetime(tzinfo=UTC) if request.HasField(field) else None
 
 
-def _optional(request: Any, field: str) -> Any:
-    if field not in ("rating", "comment", "label_error", "label_error_note"):
+def _is_changeable(field: str) -> TypeGuard[Changeable]:
+    return field in CHANGEABLE
+
+
+def _optional(request: ingest_pb2.UpdateAnnotationRequest, field: str) -> Any:
+    if not _is_changeable(field):
         raise InvalidArgument(field, "cannot be changed")
     return getattr(request, field) if request.HasField(field) else None
 
 
-def _source(owner_id: str, source_id: str, name: str, count: int) -> Any:
+def _source(owner_id: str, source_id: str, name: str, count: int) -> ingest_pb2.TraceSource:
     return ingest_pb2.TraceSource(source_id=source_id, name=name, owner_id=owner_id, trace_count=count)
 
 
-def summary_to_proto(summary: TraceSummary) -> Any:
+def summary_to_proto(summary: TraceSummary) -> common_pb2.TraceSummary:
     """A trace list row as its message."""
     return common_pb2.TraceSummary(
         id=summary.id,
@@ -288,7 +340,7 @@ def summary_to_proto(summary: TraceSummary) -> Any:
     )
 
 
-def step_to_proto(stored: StoredStep) -> Any:
+def step_to_proto(stored: StoredStep) -> common_pb2.Step:
     """One stored step as its message."""
     step = stored.step
     return common_pb2.Step(
@@ -303,7 +355,7 @@ def step_to_proto(stored: StoredStep) -> Any:
     )
 
 
-def span_to_proto(span: Span) -> Any:
+def span_to_proto(span: Span) -> common_pb2.Span:
     """One span as its message."""
     message = common_pb2.Span(
         id=span.id,
@@ -321,7 +373,7 @@ def span_to_proto(span: Span) -> Any:
     return message
 
 
-def trace_to_proto(trace: StoredTrace) -> Any:
+def trace_to_proto(trace: StoredTrace) -> common_pb2.Trace:
     """A stored trace with its steps and spans as its message."""
     summary = trace.summary
     return common_pb2.Trace(
@@ -339,7 +391,7 @@ def trace_to_proto(trace: StoredTrace) -> Any:
     )
 
 
-def annotation_to_proto(annotation: Annotation) -> Any:
+def annotation_to_proto(annotation: Annotation) -> common_pb2.Annotation:
     """One annotation as its message."""
     quote = annotation.quote
     return common_pb2.Annotation(

@@ -14,6 +14,7 @@ from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
 from stash_ingest.api import IngestServicer
+from stash_ingest.clients import LabelerClient
 from stash_ingest.imports import Titler
 from stash_ingest.revisions import Announcer
 from stash_ingest.settings import IngestSettings
@@ -33,7 +34,8 @@ def main() -> None:
     settings = load(IngestSettings)
     configure_logging("ingest", settings.log_level)
     upgrade("ingest", MIGRATIONS_DIR, settings.database_url)
-    announcer = Announcer(labeler_pb2_grpc.LabelerServiceStub(open_channel(settings.address_of("labeler"))))
+    labeler = LabelerClient(labeler_pb2_grpc.LabelerServiceStub(open_channel(settings.address_of("labeler"))))
+    announcer = Announcer(labeler.announce_revision)
     servicer = IngestServicer(
         make_sessions(make_engine(settings.database_url)),
         make_titler(settings),

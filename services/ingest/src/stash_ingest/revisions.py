@@ -1,33 +1,31 @@
 """Trace revisions for the labeler: announcing new ones, and listing changes for its sweep.
 
-After an import commits, every trace that changed is announced to the labeler on a background
-thread, so imports never wait for it and a labeler outage never fails them. The labeler's sweep
-reads `list_revisions` from a saved cursor to pick up anything an announcement missed. Changes
-younger than the settle window are left for the next sweep: a long transaction may commit a
-timestamp older than rows another transaction committed first, and the cursor must not pass it.
+Ingest announces and the labeler pulls. After an import commits, every trace that changed is
+announced to the labeler on a background thread, so imports never wait for it and a labeler outage
+never fails them: an announcement is only a hint. The labeler's sweep reads `list_revisions` from a
+saved cursor to pick up anything an announcement missed. Changes younger than the settle window are
+left for the next sweep: a long transaction may commit a timestamp older than rows another
+transaction committed first, and the cursor must not pass it. How an announcement travels is
+injected (`clients.LabelerClient` in the service), so this policy knows no transport.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-import grpc
 import structlog
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
-from stash.rm.v1 import labeler_pb2
 from stash_common.db import utc_now
-from stash_common.errors import InvalidArgument
+from stash_common.errors import InvalidArgument, StashError
 from stash_ingest.store import TraceRow
 
 log = structlog.get_logger()
-ANNOUNCE_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -79,10 +77,10 @@ def _decode(cursor: str) -> tuple[datetime, str]:
 
 
 class Announcer:
-    """Sends AnnounceTraceRevision to the labeler in the background, best effort."""
+    """Announces revisions in the background through `send`, best effort: a failed send is logged and dropped."""
 
-    def __init__(self, labeler: Any) -> None:
-        self._labeler = labeler
+    def __init__(self, send: Callable[[Revision], None]) -> None:
+        self._send = send
         self._pending: queue.SimpleQueue[Revision] = queue.SimpleQueue()
         threading.Thread(target=self._run, name="revision-announcer", daemon=True).start()
 
@@ -94,11 +92,8 @@ class Announcer:
     def _run(self) -> None:
         while True:
             revision = self._pending.get()
-            request = labeler_pb2.AnnounceTraceRevisionRequest(
-                owner_id=revision.owner_id, trace_id=revision.trace_id, revision=revision.revision
-            )
             try:
-                self._labeler.AnnounceTraceRevision(request, timeout=ANNOUNCE_TIMEOUT_S)
-            except grpc.RpcError as error:
+                self._send(revision)
+            except StashError as error:
                 # The labeler's sweep finds the revision later; an outage must never fail an import.
-                log.warning("announcement failed", trace_id=revision.trace_id, code=error.code().name)
+                log.warning("announcement failed", trace_id=revision.trace_id, reason=error.message)

@@ -16,7 +16,7 @@ class IngestSettings(ServiceSettings):
     model_config = service_config("ingest")
 
     port: int = DEFAULT_GRPC_PORTS["ingest"]
-    database_url: str | None = cluster_required(
+    database_url: str = cluster_required(
         "STASH_INGEST_DATABASE_URL", "PostgreSQL URL for ingest's traces, steps, spans and annotations"
     )
     anthropic_api_key: str | None = shared(

@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -17,6 +17,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
     delete,
@@ -36,6 +37,8 @@ class Base(DeclarativeBase):
     """Metadata of the tables ingest owns."""
 
     type_annotation_map = {dict[str, Any]: JSON, Any: JSON}
+    # Every class here maps one declared Table (SQLAlchemy types it as any FromClause); bulk inserts need the Table.
+    __table__: ClassVar[Table]
 
 
 class TraceRow(Base):

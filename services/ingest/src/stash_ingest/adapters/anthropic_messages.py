@@ -15,7 +15,7 @@ from typing import Any
 
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.messages import media_text, with_metadata
-from stash_ingest.adapters.reading import as_object, json_type, read_records, to_json_text
+from stash_ingest.adapters.reading import as_object, json_type, list_or_empty, read_records, to_json_text
 from stash_ingest.traces import Step, Trace, validate_trace
 
 ANTHROPIC_ONLY_BLOCKS = frozenset(
@@ -103,7 +103,7 @@ def _request_metadata(document: dict[str, Any]) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     if isinstance(document.get("model"), str):
         metadata["model"] = document["model"]
-    tools = document.get("tools") if isinstance(document.get("tools"), list) else []
+    tools = list_or_empty(document.get("tools"))
     tool_names = [tool["name"] for tool in tools if isinstance(tool, dict) and isinstance(tool.get("name"), str)]
     if tool_names:
         metadata["tools"] = tool_names

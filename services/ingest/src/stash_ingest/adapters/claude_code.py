@@ -34,7 +34,14 @@ from typing import Any
 
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.messages import media_text, with_metadata
-from stash_ingest.adapters.reading import as_object, split_growing_jsonl, timestamp_metadata, to_json_text
+from stash_ingest.adapters.reading import (
+    as_object,
+    object_or_empty,
+    split_growing_jsonl,
+    text_or_none,
+    timestamp_metadata,
+    to_json_text,
+)
 from stash_ingest.traces import Step, Trace, validate_trace
 
 LINE_TYPES = frozenset(
@@ -148,7 +155,8 @@ def _read_system(transcript: _Transcript, where: str, line: Line) -> None:
 
 def _read_assistant(transcript: _Transcript, where: str, line: Line) -> None:
     message = _message(line, where)
-    key = message.get("id") if isinstance(message.get("id"), str) else str(line.get("uuid") or where)
+    message_id = message.get("id")
+    key = message_id if isinstance(message_id, str) else str(line.get("uuid") or where)
     response = transcript.responses.get(key)
     if response is None or transcript.slots[-1] is not response:
         # A continuation after other steps opens a new slot, so earlier steps never move.
@@ -184,8 +192,8 @@ def _assistant_step(transcript: _Transcript, block: dict[str, Any], metadata: di
         return Step("assistant", block["text"], metadata=metadata)
     if kind not in ("tool_use", "server_tool_use"):
         return None  # blank text, redacted thinking, server tool results
-    name = block.get("name") if isinstance(block.get("name"), str) else None
-    call_id = block.get("id") if isinstance(block.get("id"), str) else None
+    name = text_or_none(block.get("name"))
+    call_id = text_or_none(block.get("id"))
     if call_id and name:
         transcript.tool_names[call_id] = name
     return Step("assistant", "", name, as_object(block.get("input")), call_id, metadata)
@@ -228,7 +236,7 @@ def _context_or_user(line: Line, text: str) -> Step:
 
 
 def _tool_step(transcript: _Transcript, line: Line, block: dict[str, Any]) -> Step:
-    call_id = block.get("tool_use_id") if isinstance(block.get("tool_use_id"), str) else None
+    call_id = text_or_none(block.get("tool_use_id"))
     metadata = timestamp_metadata(line.get("timestamp"))
     flagged = block.get("is_error")
     if flagged is True or (flagged is None and isinstance(line.get("toolUseResult"), str)):
@@ -252,7 +260,7 @@ def _block_text(block: dict[str, Any]) -> str:
     if kind == "text" and isinstance(block.get("text"), str):
         return block["text"]
     if kind == "image":
-        source = block.get("source") if isinstance(block.get("source"), dict) else {}
+        source = object_or_empty(block.get("source"))
         return media_text(source.get("url"))
     return f"[{kind}]" if isinstance(kind, str) else to_json_text(block)
 

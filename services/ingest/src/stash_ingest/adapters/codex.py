@@ -40,7 +40,9 @@ from stash_ingest.adapters.messages import media_text, with_metadata
 from stash_ingest.adapters.reading import (
     as_object,
     decode_nested,
+    object_or_empty,
     split_growing_jsonl,
+    text_or_none,
     timestamp_metadata,
     to_json_text,
 )
@@ -102,7 +104,7 @@ def looks_like_codex(value: Any) -> bool:
 def _read_line(rollout: _Rollout, where: str, line: Any, first: bool) -> None:
     if not isinstance(line, dict):
         raise InvalidArgument(where, "expected a JSON object: one Codex rollout record per line")
-    kind = line.get("type") if isinstance(line.get("type"), str) else None
+    kind = text_or_none(line.get("type"))
     if "payload" in line:
         if not isinstance(line["payload"], dict):
             raise InvalidArgument(f"{where}: payload", "expected an object")
@@ -122,7 +124,7 @@ def _read_line(rollout: _Rollout, where: str, line: Any, first: bool) -> None:
 
 
 def _read_session_meta(rollout: _Rollout, where: str, payload: Payload, stamp: dict[str, Any]) -> None:
-    git = payload.get("git") if isinstance(payload.get("git"), dict) else {}
+    git = object_or_empty(payload.get("git"))
     found = {name: payload.get(key) for key, name in _META_KEYS.items()}
     found |= {"git_branch": git.get("branch"), "git_commit": git.get("commit_hash")}
     _note_facts(rollout, found)
@@ -160,7 +162,8 @@ def _read_compacted(rollout: _Rollout, where: str, payload: Payload, stamp: dict
 
 
 def _read_item(rollout: _Rollout, where: str, payload: Payload, stamp: dict[str, Any]) -> None:
-    reader = _ITEM_READERS.get(payload.get("type")) if isinstance(payload.get("type"), str) else None
+    kind = payload.get("type")
+    reader = _ITEM_READERS.get(kind) if isinstance(kind, str) else None
     if reader is not None:
         reader(rollout, where, payload, stamp)
 
@@ -197,7 +200,7 @@ def _read_reasoning(rollout: _Rollout, where: str, payload: Payload, stamp: dict
 
 
 def _read_function_call(rollout: _Rollout, where: str, payload: Payload, stamp: dict[str, Any]) -> None:
-    name = payload.get("name") if isinstance(payload.get("name"), str) else None
+    name = text_or_none(payload.get("name"))
     if name and isinstance(payload.get("namespace"), str):
         name = payload["namespace"] + name
     _add_call(rollout, payload.get("call_id"), name, as_object(payload.get("arguments")), stamp)
@@ -227,7 +230,7 @@ def _add_call(rollout: _Rollout, call_id: Any, name: Any, tool_input: dict[str, 
 
 
 def _read_output(rollout: _Rollout, where: str, payload: Payload, stamp: dict[str, Any]) -> None:
-    call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
+    call_id = text_or_none(payload.get("call_id"))
     content, exit_code = _output(payload.get("output"))
     metadata = dict(stamp)
     if exit_code is not None:

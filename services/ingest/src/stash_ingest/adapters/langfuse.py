@@ -35,7 +35,7 @@ from stash_ingest.adapters.messages import (
     result_text,
     stamp_steps,
 )
-from stash_ingest.adapters.reading import decode_nested, epoch_ns, nonblank, read_records
+from stash_ingest.adapters.reading import decode_nested, epoch_ns, list_or_empty, nonblank, read_records
 from stash_ingest.traces import Span, Step, Trace, validate_trace
 
 _ROLES = {**ROLES, "model": "assistant"}  # Gemini's name for the assistant
@@ -203,7 +203,7 @@ def _item_steps(item: dict[str, Any]) -> tuple[list[Step], list[str]]:
 
 def _parts(item: dict[str, Any]) -> Parts:
     parts = read_parts(item["parts"] if isinstance(item.get("parts"), list) else item.get("content"), _BLOCKS)
-    for entry in item.get("tool_calls") if isinstance(item.get("tool_calls"), list) else []:
+    for entry in list_or_empty(item.get("tool_calls")):
         function = entry.get("function") if isinstance(entry, dict) else None
         if isinstance(function, dict):
             parts.calls.extend(call_steps(entry.get("id"), function.get("name"), function.get("arguments")))
@@ -288,7 +288,7 @@ def _trace_metadata(header: dict[str, Any], observations: list[dict[str, Any]]) 
     usage = _usage(generations)
     if usage:
         metadata["usage"] = usage
-    recorded = header.get("scores") if isinstance(header.get("scores"), list) else []
+    recorded = list_or_empty(header.get("scores"))
     scores = [_score(score) for score in recorded if isinstance(score, dict) and nonblank(score.get("name"))]
     if scores:
         metadata["scores"] = scores

@@ -36,7 +36,14 @@ from stash_ingest.adapters.messages import (
     result_text,
     stamp_steps,
 )
-from stash_ingest.adapters.reading import decode_nested, epoch_ns, nonblank, read_records
+from stash_ingest.adapters.reading import (
+    decode_nested,
+    epoch_ns,
+    list_or_empty,
+    nonblank,
+    object_or_empty,
+    read_records,
+)
 from stash_ingest.traces import Span, Step, Trace, validate_trace
 
 _URL_KEY = "url"  # where LangChain's standard content blocks put an image's address
@@ -67,30 +74,30 @@ def looks_like_langsmith(value: Any) -> bool:
     return "run_type" in value or isinstance(value.get("dotted_order"), str) or batch
 
 
-def _expand(value: Any, where: str) -> list[tuple[str, Run]]:
-    """The runs of one record: a batch's posts then patches, a run and its nested `child_runs`."""
+def _expand(value: Any, where: str) -> list[tuple[str, str, Run]]:
+    """(where, run id, run) of each run of one record: a batch's posts then patches, a run and its `child_runs`."""
     if isinstance(value, dict) and "run_type" not in value and ("post" in value or "patch" in value):
         return [
             entry
             for key in ("post", "patch")
-            for index, run in enumerate(value[key] if isinstance(value.get(key), list) else [])
+            for index, run in enumerate(list_or_empty(value.get(key)))
             for entry in _expand(run, f"{where}: {key}[{index}]")
         ]
-    if not isinstance(value, dict) or _run_id(value) is None:
+    run_id = _run_id(value) if isinstance(value, dict) else None
+    if run_id is None:
         raise InvalidArgument(f"{where}: id", _EXPECTED)
-    children = value.get("child_runs") if isinstance(value.get("child_runs"), list) else []
+    children = list_or_empty(value.get("child_runs"))
     nested = [
         entry for index, child in enumerate(children) for entry in _expand(child, f"{where}: child_runs[{index}]")
     ]
-    return [(where, value), *nested]
+    return [(where, run_id, value), *nested]
 
 
-def _merge_runs(entries: Iterable[tuple[str, Run]]) -> tuple[list[Run], dict[str, str]]:
+def _merge_runs(entries: Iterable[tuple[str, str, Run]]) -> tuple[list[Run], dict[str, str]]:
     """Runs merged by id in first-seen order (later non-null fields win), and where each was first seen."""
     runs: dict[str, Run] = {}
     wheres: dict[str, str] = {}
-    for where, run in entries:
-        run_id = _run_id(run)
+    for where, run_id, run in entries:
         merged = runs.setdefault(run_id, {})
         merged.update({key: value for key, value in run.items() if value is not None and key != "child_runs"})
         merged["id"] = run_id
@@ -193,11 +200,11 @@ def _answer(outputs: Any) -> Any:
 
 def _tool_run_result(run: Run, steps: list[Step], answered: set[str | None]) -> Step | None:
     """A tool step from a `tool` run, when it runs a call that no LLM input answers."""
-    outputs = run.get("outputs") if isinstance(run.get("outputs"), dict) else {}
+    outputs = object_or_empty(run.get("outputs"))
     output = decode_nested(outputs.get("output", outputs or None))
     message = _plain(output) if isinstance(output, dict) else None
     call_id = nonblank(message.get("tool_call_id")) if message else None
-    inputs = run.get("inputs") if isinstance(run.get("inputs"), dict) else {}
+    inputs = object_or_empty(run.get("inputs"))
     call = find_call(steps, answered, call_id, nonblank(run.get("name")), decode_nested(inputs.get("input", inputs)))
     if call is None:
         return None
@@ -270,7 +277,7 @@ def _message_steps(message: dict[str, Any]) -> tuple[list[Step], list[str]]:
 
 def _parts(message: dict[str, Any]) -> Parts:
     parts = read_parts(message.get("content"), _BLOCKS)
-    extra = message.get("additional_kwargs") if isinstance(message.get("additional_kwargs"), dict) else {}
+    extra = object_or_empty(message.get("additional_kwargs"))
     for entry in _tool_calls(message, extra):
         if not any(call.tool_call_id == entry.tool_call_id for call in parts.calls if call.tool_call_id):
             parts.calls.append(entry)
@@ -370,9 +377,9 @@ def _trace_metadata(trace_id: str, timeline: list[Run]) -> dict[str, Any]:
 
 
 def _model(run: Run) -> str | None:
-    extra = run.get("extra") if isinstance(run.get("extra"), dict) else {}
-    params = extra.get("invocation_params") if isinstance(extra.get("invocation_params"), dict) else {}
-    inputs = run.get("inputs") if isinstance(run.get("inputs"), dict) else {}
+    extra = object_or_empty(run.get("extra"))
+    params = object_or_empty(extra.get("invocation_params"))
+    inputs = object_or_empty(run.get("inputs"))
     candidates = (_run_metadata(run).get("ls_model_name"), params.get("model"), params.get("model_name"))
     return next((model for model in (*candidates, inputs.get("model")) if nonblank(model)), None)
 
@@ -382,7 +389,7 @@ def _usage(llm_runs: list[Run]) -> dict[str, int]:
     totals: dict[str, int] = {}
     for run in llm_runs:
         usage = _run_usage(decode_nested(run.get("outputs")))
-        details = usage.get("output_token_details") if isinstance(usage.get("output_token_details"), dict) else {}
+        details = object_or_empty(usage.get("output_token_details"))
         counts = {key: usage.get(key) for key in ("input_tokens", "output_tokens", "total_tokens")}
         counts["reasoning_tokens"] = details.get("reasoning")
         for key, count in counts.items():

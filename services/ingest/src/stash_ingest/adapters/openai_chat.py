@@ -14,7 +14,15 @@ from typing import Any
 
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.messages import media_text, with_metadata
-from stash_ingest.adapters.reading import Record, as_object, json_type, read_records, timestamp_metadata, to_json_text
+from stash_ingest.adapters.reading import (
+    Record,
+    as_object,
+    json_type,
+    read_records,
+    text_or_none,
+    timestamp_metadata,
+    to_json_text,
+)
 from stash_ingest.traces import Step, Trace, validate_trace
 
 ANTHROPIC_BLOCK_TYPES = frozenset({"image", "tool_use", "tool_result", "thinking", "redacted_thinking", "document"})
@@ -114,7 +122,7 @@ def _response_traces(document: dict[str, Any], where: str) -> list[tuple[str, Tr
     choices = document["choices"]
     if not isinstance(choices, list) or not choices:
         raise InvalidArgument(f"{where}: choices", "must be a non-empty array of choices with `message`")
-    response_id = document.get("id") if isinstance(document.get("id"), str) else None
+    response_id = text_or_none(document.get("id"))
     stamp = timestamp_metadata(document.get("created"))
     traces = []
     for index, choice in enumerate(choices):
@@ -208,7 +216,7 @@ def _tool_call_step(call: Any, at: str, names: ToolNames) -> Step:
     body = call.get(kind)
     if not isinstance(body, dict) or not isinstance(body.get("name"), str):
         raise InvalidArgument(f"{at}.{kind}.name", f"must be a string; a tool call needs `{kind}: {{name, arguments}}`")
-    call_id = call.get("id") if isinstance(call.get("id"), str) else None
+    call_id = text_or_none(call.get("id"))
     if call_id is not None:
         names[call_id] = body["name"]
     arguments = body.get("arguments", body.get("input"))  # custom tools send free text as `input`
@@ -226,7 +234,7 @@ def _tool_steps(message: dict[str, Any], at: str, names: ToolNames) -> list[Step
 
 
 def _function_steps(message: dict[str, Any], at: str, names: ToolNames) -> list[Step]:
-    name = message.get("name") if isinstance(message.get("name"), str) else None
+    name = text_or_none(message.get("name"))
     return [Step("tool", _result_text(message.get("content"), f"{at}.content"), tool_name=name)]
 
 

@@ -108,6 +108,21 @@ def nonblank(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
+def object_or_empty(value: Any) -> dict[str, Any]:
+    """The value when it is a JSON object, else {}: an optional object that is missing or malformed reads as empty."""
+    return value if isinstance(value, dict) else {}
+
+
+def list_or_empty(value: Any) -> list[Any]:
+    """The value when it is a JSON array, else []: an optional list that is missing or malformed reads as empty."""
+    return value if isinstance(value, list) else []
+
+
+def text_or_none(value: Any) -> str | None:
+    """The value when it is a string (blank ones too, unlike `nonblank`), else None."""
+    return value if isinstance(value, str) else None
+
+
 def json_type(value: Any, *, show_value: bool = False) -> str:
     """The JSON type of a parsed value for an error message: "must be a string, not a number".
 
