@@ -160,3 +160,15 @@ def test_parse_otel_replaces_image_data_with_placeholders() -> None:
         orjson.dumps(otlp_document(chat_span("f00000000000000a", 1, [{"role": "user", "parts": parts}], [])))
     )
     assert trace.steps[0].content == "See\n[image]\n[image: https://example.com/a.png]"
+
+
+def test_parse_otel_reads_span_as_llm_call_when_operation_name_is_not_a_string() -> None:
+    """Synthetic: a list-valued `gen_ai.operation.name` names no operation; the chat span is still read."""
+    attributes = {
+        "gen_ai.operation.name": ["chat", "execute_tool"],
+        "llm.request.type": "chat",
+        "gen_ai.prompt.0.role": "user",
+        "gen_ai.prompt.0.content": "Hi",
+    }
+    trace = parse_one(orjson.dumps(otlp_document(span_dict("f00000000000000d", 1, attributes))))
+    assert [(step.role, step.content) for step in trace.steps] == [("user", "Hi")]

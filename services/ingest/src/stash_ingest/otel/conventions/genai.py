@@ -44,7 +44,9 @@ OPERATION_KINDS: Mapping[str, str] = {
 
 def is_not_llm_call(attributes: Mapping[str, Any]) -> bool:
     """True when `gen_ai.operation.name` names a tool, agent, workflow or embedding operation."""
-    return attributes.get("gen_ai.operation.name") in NOT_LLM_OPERATIONS
+    operation = attributes.get("gen_ai.operation.name")
+    # An attribute may hold any OTLP value (a list, say); only a string can name an operation.
+    return isinstance(operation, str) and operation in NOT_LLM_OPERATIONS
 
 
 def span_kind(attributes: Mapping[str, Any]) -> str | None:
