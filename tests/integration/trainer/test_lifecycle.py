@@ -15,13 +15,13 @@ from stash_common.channels import open_channel
 from stash_common.coordination import InProcessWakeups
 from stash_common.db import make_engine, make_sessions, transaction, upgrade, utc_now
 from stash_common.errors import FailedPrecondition
+from stash_common.launcher import LocalSubprocessLauncher
 from stash_common.server import start
 from stash_common.storage import LocalObjectStore
 from stash_common.training_metrics import TRAINING_METRIC_KEYS
 from stash_trainer import store
 from stash_trainer.api import TrainerServicer
-from stash_trainer.jobs import Dispatcher, JobSettings
-from stash_trainer.launcher import LocalSubprocessLauncher
+from stash_trainer.jobs import WORKER_MODULE, Dispatcher, JobSettings
 
 OWNER = "owner-a"
 
@@ -106,7 +106,12 @@ def test_the_sweep_fails_interrupted_submissions_and_overdue_jobs(sessions: Any)
 def trainer(sessions: Any, tmp_path: Any) -> Iterator[Any]:
     objects = LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32)
     dispatcher = Dispatcher(
-        sessions, None, objects, LocalSubprocessLauncher(), InProcessWakeups(), JobSettings(tmp_path / "jobs")
+        sessions,
+        None,
+        objects,
+        LocalSubprocessLauncher(WORKER_MODULE),
+        InProcessWakeups(),
+        JobSettings(tmp_path / "jobs"),
     )
     servicer = TrainerServicer(sessions, None, objects, dispatcher, "base", "local")
 
@@ -208,7 +213,12 @@ def test_a_local_result_with_other_metric_keys_fails_the_model(sessions: Any, tm
     (job_dir / "result.json").write_text(json.dumps({"metrics": {"train_pairs": 10}}))
     objects = LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32)
     dispatcher = Dispatcher(
-        sessions, None, objects, LocalSubprocessLauncher(), InProcessWakeups(), JobSettings(tmp_path / "jobs")
+        sessions,
+        None,
+        objects,
+        LocalSubprocessLauncher(WORKER_MODULE),
+        InProcessWakeups(),
+        JobSettings(tmp_path / "jobs"),
     )
 
     dispatcher.finish(model_id, job_id, job_dir)

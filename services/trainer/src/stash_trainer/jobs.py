@@ -30,11 +30,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from stash_common.coordination import Wakeups
 from stash_common.db import transaction, utc_now
 from stash_common.errors import InvalidArgument, StashError
+from stash_common.launcher import Launcher, RunningJob
 from stash_common.queue_loop import QueueLoop
 from stash_common.storage import ObjectStore
 from stash_common.training_metrics import check_training_metrics
 from stash_trainer import store
-from stash_trainer.launcher import Launcher, RunningJob
 from stash_trainer.pairs.dataset import PairSet, build_pairs, check_trainable
 from stash_trainer.pairs.feedback import FeedbackExtractor
 from stash_trainer.pairs.inputs import SourceTrace
@@ -42,6 +42,8 @@ from stash_trainer.pairs.rendering import is_rendered, render_example, render_tr
 from stash_trainer.worker import job as contract
 
 log = structlog.get_logger()
+# What a launcher runs for a training job: `python -m stash_trainer.worker <job_dir>`.
+WORKER_MODULE = "stash_trainer.worker"
 WAKEUP_TOPIC = "trainer.models"
 POLL_S = 1.0
 

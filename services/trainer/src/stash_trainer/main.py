@@ -11,14 +11,14 @@ from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2_grpc, trainer_pb2, trainer_
 from stash_common.channels import open_channel
 from stash_common.coordination import make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
+from stash_common.launcher import LocalSubprocessLauncher
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
 from stash_common.storage import make_object_store
 from stash_trainer.api import TrainerServicer
 from stash_trainer.clients import TraceClient
-from stash_trainer.jobs import Dispatcher, JobSettings
-from stash_trainer.launcher import LocalSubprocessLauncher
+from stash_trainer.jobs import WORKER_MODULE, Dispatcher, JobSettings
 from stash_trainer.pairs.feedback import FeedbackExtractor
 from stash_trainer.settings import TrainerSettings
 from stash_trainer.store import MIGRATIONS_DIR
@@ -67,7 +67,13 @@ def main() -> None:
     )
     wakeups = make_wakeups(settings.redis_url)
     dispatcher = Dispatcher(
-        sessions, traces, objects, LocalSubprocessLauncher(), wakeups, job_settings(settings), make_extractor(settings)
+        sessions,
+        traces,
+        objects,
+        LocalSubprocessLauncher(WORKER_MODULE),
+        wakeups,
+        job_settings(settings),
+        make_extractor(settings),
     )
     servicer = TrainerServicer(sessions, traces, objects, dispatcher, settings.base_model, settings.compute)
 

@@ -1,7 +1,8 @@
-"""Launchers start the training worker for a job directory: here as a local subprocess.
+"""Launchers start a worker (training, scoring) on a job directory: here as a local subprocess.
 
-The cluster profile launches the same worker as a Kubernetes Job; every launcher returns a
-`RunningJob` the dispatcher can poll, wait for and kill.
+Every worker is a module run as `python -m <module> <job_dir>`, so the training and scoring
+services share one launcher and a deployment can swap it (a Kubernetes Job launcher is a later
+issue); every launcher returns a `RunningJob` the dispatcher can poll, wait for and kill.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Protocol
-
-WORKER_MODULE = "stash_trainer.worker"
 
 
 class RunningJob(Protocol):
@@ -36,7 +35,7 @@ class Launcher(Protocol):
     """Starts the worker for a prepared job directory."""
 
     def launch(self, job_dir: Path) -> RunningJob:
-        """Start `python -m stash_trainer.worker <job_dir>` somewhere."""
+        """Start `python -m <the worker module> <job_dir>` somewhere."""
         ...
 
 
@@ -67,11 +66,14 @@ class LocalProcess:
 class LocalSubprocessLauncher:
     """Runs each job as a local subprocess of this interpreter (the embedded profile)."""
 
+    def __init__(self, worker_module: str) -> None:
+        self.worker_module = worker_module
+
     def launch(self, job_dir: Path) -> LocalProcess:
         """Start the worker on `job_dir`."""
         with (job_dir / "launcher.log").open("ab") as output:
             process = subprocess.Popen(
-                [sys.executable, "-m", WORKER_MODULE, str(job_dir)],
+                [sys.executable, "-m", self.worker_module, str(job_dir)],
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
