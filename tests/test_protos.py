@@ -81,6 +81,7 @@ EXPECTED_RPCS: dict[str, tuple[str, set[str]]] = {
             "GetScoringRun",
             "BatchGetLatestScores",
             "ReportScoringResult",
+            "PublishTrainingScores",
         },
     ),
     "GepaService": ("gepa", {"CreateGepaRun", "ListGepaRuns", "GetGepaRun", "GetSkill"}),

@@ -623,3 +623,99 @@ class ReportScoringResultResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReportScoringResultResponse: _TypeAlias = ReportScoringResultResponse  # noqa: Y015
+
+@_typing.final
+class TrainingTraceScores(_message.Message):
+    """The scores a training job computed for one of its selected traces."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    TRACE_REVISION_FIELD_NUMBER: _builtins.int
+    TRACE_SCORE_FIELD_NUMBER: _builtins.int
+    ACTION_SCORES_FIELD_NUMBER: _builtins.int
+    trace_id: _builtins.str
+    """The trace."""
+    trace_revision: _builtins.int
+    """The trace revision the training job read; a superseded revision publishes nothing."""
+    trace_score: _builtins.float
+    """The raw trace reward."""
+    @_builtins.property
+    def action_scores(self) -> _containers.RepeatedCompositeFieldContainer[Global___ActionScoreResult]:
+        """One result per eligible action of that revision (none when the model trained no action pairs)."""
+
+    def __init__(
+        self,
+        *,
+        trace_id: _builtins.str = ...,
+        trace_revision: _builtins.int = ...,
+        trace_score: _builtins.float | None = ...,
+        action_scores: _abc.Iterable[Global___ActionScoreResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_trace_score", b"_trace_score", "trace_score", b"trace_score"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_trace_score", b"_trace_score", "action_scores", b"action_scores", "trace_id", b"trace_id", "trace_revision", b"trace_revision", "trace_score", b"trace_score"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__trace_score: _TypeAlias = _typing.Literal["trace_score"]  # noqa: Y015
+    _WhichOneofArgType__trace_score: _TypeAlias = _typing.Literal["_trace_score", b"_trace_score"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__trace_score) -> _WhichOneofReturnType__trace_score | None: ...
+
+Global___TrainingTraceScores: _TypeAlias = TrainingTraceScores  # noqa: Y015
+
+@_typing.final
+class PublishTrainingScoresRequest(_message.Message):
+    """Request of PublishTrainingScores."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    REWARD_MODEL_ID_FIELD_NUMBER: _builtins.int
+    TRACES_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """Owner of the reward model and its traces."""
+    reward_model_id: _builtins.str
+    """The reward model that just succeeded."""
+    @_builtins.property
+    def traces(self) -> _containers.RepeatedCompositeFieldContainer[Global___TrainingTraceScores]:
+        """The selected traces' scores."""
+
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        reward_model_id: _builtins.str = ...,
+        traces: _abc.Iterable[Global___TrainingTraceScores] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "reward_model_id", b"reward_model_id", "traces", b"traces"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PublishTrainingScoresRequest: _TypeAlias = PublishTrainingScoresRequest  # noqa: Y015
+
+@_typing.final
+class PublishTrainingScoresResponse(_message.Message):
+    """Response of PublishTrainingScores."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PUBLISHED_TRACES_FIELD_NUMBER: _builtins.int
+    REJECTED_TRACES_FIELD_NUMBER: _builtins.int
+    published_traces: _builtins.int
+    """Traces whose scores were published."""
+    rejected_traces: _builtins.int
+    """Traces refused by validation (superseded revision, unknown step, non-finite score), each as a failed run."""
+    def __init__(
+        self,
+        *,
+        published_traces: _builtins.int = ...,
+        rejected_traces: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["published_traces", b"published_traces", "rejected_traces", b"rejected_traces"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PublishTrainingScoresResponse: _TypeAlias = PublishTrainingScoresResponse  # noqa: Y015

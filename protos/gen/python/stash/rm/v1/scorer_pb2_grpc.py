@@ -71,6 +71,11 @@ class ScorerServiceStub:
                 request_serializer=stash_dot_rm_dot_v1_dot_scorer__pb2.ReportScoringResultRequest.SerializeToString,
                 response_deserializer=stash_dot_rm_dot_v1_dot_scorer__pb2.ReportScoringResultResponse.FromString,
                 _registered_method=True)
+        self.PublishTrainingScores = channel.unary_unary(
+                '/stash.rm.v1.ScorerService/PublishTrainingScores',
+                request_serializer=stash_dot_rm_dot_v1_dot_scorer__pb2.PublishTrainingScoresRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_scorer__pb2.PublishTrainingScoresResponse.FromString,
+                _registered_method=True)
 
 
 class ScorerServiceServicer:
@@ -127,6 +132,14 @@ class ScorerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PublishTrainingScores(self, request, context):
+        """Publishes the scores a succeeded training job computed for its selected traces, validated like any
+        run, and tells the scorer the model is ready for background scoring (sent by the trainer).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ScorerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -164,6 +177,11 @@ def add_ScorerServiceServicer_to_server(servicer, server):
                     servicer.ReportScoringResult,
                     request_deserializer=stash_dot_rm_dot_v1_dot_scorer__pb2.ReportScoringResultRequest.FromString,
                     response_serializer=stash_dot_rm_dot_v1_dot_scorer__pb2.ReportScoringResultResponse.SerializeToString,
+            ),
+            'PublishTrainingScores': grpc.unary_unary_rpc_method_handler(
+                    servicer.PublishTrainingScores,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_scorer__pb2.PublishTrainingScoresRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_scorer__pb2.PublishTrainingScoresResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -357,6 +375,33 @@ class ScorerService:
             '/stash.rm.v1.ScorerService/ReportScoringResult',
             stash_dot_rm_dot_v1_dot_scorer__pb2.ReportScoringResultRequest.SerializeToString,
             stash_dot_rm_dot_v1_dot_scorer__pb2.ReportScoringResultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PublishTrainingScores(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.ScorerService/PublishTrainingScores',
+            stash_dot_rm_dot_v1_dot_scorer__pb2.PublishTrainingScoresRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_scorer__pb2.PublishTrainingScoresResponse.FromString,
             options,
             channel_credentials,
             insecure,

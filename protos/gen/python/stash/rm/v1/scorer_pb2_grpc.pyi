@@ -49,6 +49,10 @@ class ScorerServiceStub:
     """Returns the latest score of several traces, for the trace list."""
     ReportScoringResult: _grpc.UnaryUnaryMultiCallable[_scorer_pb2.ReportScoringResultRequest, _scorer_pb2.ReportScoringResultResponse]
     """Publishes the result for one trace of a scoring job, atomically after validation (sent by the worker)."""
+    PublishTrainingScores: _grpc.UnaryUnaryMultiCallable[_scorer_pb2.PublishTrainingScoresRequest, _scorer_pb2.PublishTrainingScoresResponse]
+    """Publishes the scores a succeeded training job computed for its selected traces, validated like any
+    run, and tells the scorer the model is ready for background scoring (sent by the trainer).
+    """
 
 @_typing.type_check_only
 class ScorerServiceAsyncStub(ScorerServiceStub):
@@ -71,6 +75,10 @@ class ScorerServiceAsyncStub(ScorerServiceStub):
     """Returns the latest score of several traces, for the trace list."""
     ReportScoringResult: _aio.UnaryUnaryMultiCallable[_scorer_pb2.ReportScoringResultRequest, _scorer_pb2.ReportScoringResultResponse]  # type: ignore[assignment]
     """Publishes the result for one trace of a scoring job, atomically after validation (sent by the worker)."""
+    PublishTrainingScores: _aio.UnaryUnaryMultiCallable[_scorer_pb2.PublishTrainingScoresRequest, _scorer_pb2.PublishTrainingScoresResponse]  # type: ignore[assignment]
+    """Publishes the scores a succeeded training job computed for its selected traces, validated like any
+    run, and tells the scorer the model is ready for background scoring (sent by the trainer).
+    """
 
 class ScorerServiceServicer(metaclass=_abc_1.ABCMeta):
     """ScorerService scores every eligible action of a trace with a trained reward
@@ -132,5 +140,15 @@ class ScorerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_scorer_pb2.ReportScoringResultResponse, _abc.Awaitable[_scorer_pb2.ReportScoringResultResponse]]:
         """Publishes the result for one trace of a scoring job, atomically after validation (sent by the worker)."""
+
+    @_abc_1.abstractmethod
+    def PublishTrainingScores(
+        self,
+        request: _scorer_pb2.PublishTrainingScoresRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scorer_pb2.PublishTrainingScoresResponse, _abc.Awaitable[_scorer_pb2.PublishTrainingScoresResponse]]:
+        """Publishes the scores a succeeded training job computed for its selected traces, validated like any
+        run, and tells the scorer the model is ready for background scoring (sent by the trainer).
+        """
 
 def add_ScorerServiceServicer_to_server(servicer: ScorerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
