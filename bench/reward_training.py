@@ -57,11 +57,12 @@ def run_worker(anchor: Path, epochs: int, pairs: int, seed: int) -> dict[str, An
     data = runpy.run_path(str(anchor))
     train, held_out = data["make_data"](pairs, 200, seed)
     # Imported after HF_HUB_OFFLINE is set: huggingface_hub reads it once, on import.
-    from stash_trainer.worker.device import configure_threads
+    from stash_common.reward_model.device import configure_threads
+    from stash_common.reward_model.inference import score_texts
+    from stash_common.reward_model.packaged import packaged_model_dir
     from stash_trainer.worker.job import TrainJob
-    from stash_trainer.worker.models import packaged_model_dir
     from stash_trainer.worker.pairs import Pair
-    from stash_trainer.worker.training import load_reward_model, score_texts, train_reward_model
+    from stash_trainer.worker.training import load_reward_model, train_reward_model
 
     threads = configure_threads("cpu")
     job = TrainJob(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from stash_common.errors import InvalidArgument
+from stash_common.rendering import render_example
 from stash_trainer.pairs.automatic import CREDIT_MARGIN, TrainingConfig, automatic_pairs, parse_training_config
-from stash_trainer.pairs.rendering import render_example
 
 
 def test_automatic_pairs_prefer_the_higher_credit_and_record_it(make_trace, support_specs) -> None:
@@ -15,8 +15,8 @@ def test_automatic_pairs_prefer_the_higher_credit_and_record_it(make_trace, supp
     pairs = automatic_pairs([trace])
 
     assert [(p.chosen, p.rejected) for p in pairs] == [
-        (render_example(trace, 2), render_example(trace, 4)),
-        (render_example(trace, 6), render_example(trace, 4)),
+        (render_example(trace.steps, 2), render_example(trace.steps, 4)),
+        (render_example(trace.steps, 6), render_example(trace.steps, 4)),
     ]
     assert pairs[1].evidence == {
         "source": "automatic",

@@ -9,6 +9,7 @@ import pytest
 from fakes.llm_server import FakeLLM
 
 from stash_common.errors import FailedPrecondition, InvalidArgument
+from stash_common.rendering import render_example
 from stash_trainer.pairs.dataset import (
     NotEnoughPairs,
     NotEnoughTraces,
@@ -20,7 +21,6 @@ from stash_trainer.pairs.dataset import (
 )
 from stash_trainer.pairs.feedback import FeedbackExtractor
 from stash_trainer.pairs.preference import PreferencePair
-from stash_trainer.pairs.rendering import render_example
 
 AUTOMATIC = {"input_version": 3, "annotation_source": "automatic"}
 CALLS = (
@@ -69,7 +69,7 @@ def test_build_pairs_combines_explicit_and_automatic_pairs_explicit_first(make_t
 
     assert [pair.evidence["source"] for pair in dataset.pairs] == ["explicit"] + ["automatic"] * 3
     assert dataset.feedback is None
-    assert dataset.pairs[0].chosen == render_example(rated, 6)
+    assert dataset.pairs[0].chosen == render_example(rated.steps, 6)
 
 
 def test_build_pairs_without_training_config_uses_no_automatic_credit(make_trace, support_specs) -> None:
@@ -148,8 +148,8 @@ def test_to_jsonl_writes_the_job_directory_shape(make_trace, support_specs) -> N
     (line,) = build_pairs([scored], AUTOMATIC).to_jsonl().splitlines()
 
     assert json.loads(line) == {
-        "chosen": render_example(scored, 6),
-        "rejected": render_example(scored, 4),
+        "chosen": render_example(scored.steps, 6),
+        "rejected": render_example(scored.steps, 4),
         "trace_ids": ["t2"],
         "granularity": "action",
         "action_type": "response",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from stash_common.rendering import render_example, render_trace
 from stash_trainer.pairs.explicit import explicit_pairs, human_rated_step_ids, step_pairs, trace_pairs
 from stash_trainer.pairs.inputs import Annotation
-from stash_trainer.pairs.rendering import render_example, render_trace
 
 CALLS = (
     ("user", "Where is order 1182?"),
@@ -22,8 +22,8 @@ def test_step_pairs_pair_every_positive_action_with_every_negative_one(make_trac
     pairs = step_pairs([trace])
 
     assert [(p.chosen, p.rejected) for p in pairs] == [
-        (render_example(trace, 2), render_example(trace, 4)),
-        (render_example(trace, 6), render_example(trace, 4)),
+        (render_example(trace.steps, 2), render_example(trace.steps, 4)),
+        (render_example(trace.steps, 6), render_example(trace.steps, 4)),
     ]
     assert [p.action_type for p in pairs] == ["mixed", "response"]
     assert {p.granularity for p in pairs} == {"action"}
@@ -43,8 +43,8 @@ def test_step_pairs_span_traces_with_sorted_distinct_trace_ids(make_trace) -> No
     (pair,) = step_pairs([good, bad])
 
     assert pair.trace_ids == ("aa", "zz")
-    assert pair.chosen == render_example(good, 5)
-    assert pair.rejected == render_example(bad, 3)
+    assert pair.chosen == render_example(good.steps, 5)
+    assert pair.rejected == render_example(bad.steps, 3)
 
 
 def test_step_pairs_of_two_tool_calls_are_tool_call_pairs(make_trace) -> None:
@@ -61,7 +61,7 @@ def test_trace_pairs_compare_whole_traces(make_trace, support_specs) -> None:
 
     (pair,) = trace_pairs([good, bad, unrated])
 
-    assert (pair.chosen, pair.rejected) == (render_trace(good), render_trace(bad))
+    assert (pair.chosen, pair.rejected) == (render_trace(good.steps), render_trace(bad.steps))
     assert (pair.granularity, pair.action_type, pair.trace_ids) == ("trace", None, ("t1", "t2"))
     assert "support agent" not in pair.chosen
 
@@ -85,7 +85,7 @@ def test_opposite_ratings_of_one_step_cancel_out(make_trace, support_specs) -> N
 
     (pair,) = step_pairs([trace])
 
-    assert (pair.chosen, pair.rejected) == (render_example(trace, 6), render_example(trace, 2))
+    assert (pair.chosen, pair.rejected) == (render_example(trace.steps, 6), render_example(trace.steps, 2))
     assert "t1:4" in human_rated_step_ids(trace)
 
 

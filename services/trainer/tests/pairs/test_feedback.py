@@ -18,6 +18,7 @@ import pytest
 from fakes.llm_server import FakeLLM
 
 from stash_common.errors import InvalidArgument, Unavailable
+from stash_common.rendering import render_action, render_example
 from stash_trainer.pairs.feedback import (
     CRITERIA,
     ExtractionError,
@@ -28,7 +29,6 @@ from stash_trainer.pairs.feedback import (
     sample_criteria,
 )
 from stash_trainer.pairs.inputs import Annotation, SourceTrace
-from stash_trainer.pairs.rendering import render_action, render_example
 
 MODEL = "judge-model"
 
@@ -130,8 +130,8 @@ def test_user_feedback_with_a_later_quote_produces_pairs(fake_llm: FakeLLM, make
     asked = replace(trace.steps[4], content="Which order should I refund?")
     weaker = replace(trace.steps[6], content="Refunding now.")
     assert [(p.chosen, p.rejected) for p in extraction.pairs] == [
-        (render_example(trace, 4, asked), render_example(trace, 4)),
-        (render_example(trace, 6), render_example(trace, 6, weaker)),
+        (render_example(trace.steps, 4, asked), render_example(trace.steps, 4)),
+        (render_example(trace.steps, 6), render_example(trace.steps, 6, weaker)),
     ]
     assert [(p.granularity, p.action_type, p.trace_ids) for p in extraction.pairs] == [
         ("action", "response", ("t1",))
@@ -284,7 +284,7 @@ def test_a_tool_call_alternative_with_new_arguments_pairs_without_the_original_r
     (pair,) = _extractor(fake_llm).extract([trace]).pairs
 
     assert pair.chosen == 'User: I want a refund for order 1182\n\nAssistant called lookup_order({"order_id": "1128"})'
-    assert pair.rejected == render_example(trace, 2)
+    assert pair.rejected == render_example(trace.steps, 2)
     assert (pair.action_type, pair.granularity) == ("tool_call", "action")
     assert "delivered" not in pair.chosen
 

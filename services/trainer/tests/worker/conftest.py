@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from stash_trainer.worker.pairs import Pair
+from support.reward_models import save_tiny_qwen3, word_tokenizer
 
 # Support answers that follow, or ignore, the customer's explicit request. Each request kind has two
 # opposite wishes, so no answer is better on its own: the model has to read the request.
@@ -108,27 +109,4 @@ def job_dir(tmp_path: Path) -> Callable[..., Path]:
 @pytest.fixture(scope="session")
 def tiny_decoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer Qwen3 reward model and a word-level tokenizer with an eos but no pad token, built offline."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForSequenceClassification
-
-    directory = tmp_path_factory.mktemp("tiny-qwen3")
-    words = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    words.pre_tokenizer = pre_tokenizers.Whitespace()
-    words.train_from_iterator(every_text(), trainers.WordLevelTrainer(special_tokens=["<unk>", "<eos>"]))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="<unk>", eos_token="<eos>")
-    tokenizer.save_pretrained(directory)
-    config = Qwen3Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        intermediate_size=64,
-        head_dim=16,
-        eos_token_id=tokenizer.eos_token_id,
-        num_labels=1,
-    )
-    torch.manual_seed(0)
-    Qwen3ForSequenceClassification(config).save_pretrained(directory)
-    return directory
+    return save_tiny_qwen3(tmp_path_factory.mktemp("tiny-qwen3"), word_tokenizer(every_text()))

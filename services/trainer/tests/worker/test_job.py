@@ -1,7 +1,6 @@
-"""The job directory contract: validation of job.json and the JSONL inputs, and atomic JSON outputs."""
+"""The job directory contract: validation of job.json and the JSONL inputs, and the result it writes."""
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -13,8 +12,6 @@ from stash_trainer.worker.job import (
     read_job,
     read_pairs,
     read_score_items,
-    write_json,
-    write_jsonl,
     write_result,
 )
 from stash_trainer.worker.pairs import Pair
@@ -31,6 +28,8 @@ def test_read_job_fills_defaults_and_ignores_unknown_keys(tmp_path: Path) -> Non
     job = read_job(_write_job(tmp_path, reward_model_id="rm_1"))
 
     assert job == TrainJob(**JOB, max_length=1024, batch_size=8, learning_rate=1e-4)
+    assert job.device == "auto"
+    assert read_job(_write_job(tmp_path, device="cpu")).device == "cpu"
 
 
 @pytest.mark.parametrize(
@@ -45,6 +44,7 @@ def test_read_job_fills_defaults_and_ignores_unknown_keys(tmp_path: Path) -> Non
         ({"batch_size": "8"}, "batch_size: Input should be a valid integer"),
         ({"max_length": 4}, "max_length: Input should be greater than or equal to 8"),
         ({"seed": None}, "seed: Input should be a valid integer"),
+        ({"device": "tpu"}, "device: Input should be 'auto', 'cpu', 'cuda' or 'mps'"),
     ],
 )
 def test_read_job_rejects_bad_values_naming_the_field(tmp_path: Path, changes: dict, message: str) -> None:
@@ -112,15 +112,6 @@ def test_score_items_are_optional_and_validated(tmp_path: Path) -> None:
 
     with pytest.raises(InvalidArgument, match="action_score_items.jsonl line 1: step_id: Field required"):
         read_action_score_items(tmp_path)
-
-
-def test_write_json_refuses_nan_and_leaves_no_partial_file(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="Out of range float"):
-        write_jsonl(tmp_path / "scores.jsonl", [{"score": 1.0}, {"score": math.nan}])
-
-    assert list(tmp_path.iterdir()) == []
-    write_json(tmp_path / "result.json", {"metrics": {"eval_accuracy": None}})
-    assert json.loads((tmp_path / "result.json").read_text()) == {"metrics": {"eval_accuracy": None}}
 
 
 def test_write_result_refuses_metrics_other_than_the_shared_key_set(tmp_path: Path) -> None:

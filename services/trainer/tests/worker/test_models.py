@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from stash_common.errors import InvalidArgument
-from stash_trainer.worker.models import PACKAGED_MODEL_NAMES, packaged_model_dir, resolve_base_model
+from stash_common.reward_model.packaged import PACKAGED_MODEL_NAMES, packaged_model_dir
+from stash_trainer.worker.models import resolve_base_model
 
 
 @pytest.mark.parametrize("name", sorted(PACKAGED_MODEL_NAMES))

@@ -14,11 +14,11 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from stash_common.reward_model.packaged import packaged_model_dir
 from stash_common.training_metrics import TRAINING_METRIC_KEYS
 from stash_trainer.worker import training
 from stash_trainer.worker.__main__ import main
 from stash_trainer.worker.job import TrainJob
-from stash_trainer.worker.models import packaged_model_dir
 from stash_trainer.worker.pairs import Pair
 from stash_trainer.worker.runner import PreparedJob, run_job, training_metrics
 from stash_trainer.worker.split import TraceSplit

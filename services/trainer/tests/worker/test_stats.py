@@ -1,4 +1,4 @@
-"""Reward statistics, display credit and held-out accuracy."""
+"""Held-out accuracy and the divergence check."""
 
 import math
 
@@ -6,30 +6,7 @@ import pytest
 
 from stash_common.errors import FailedPrecondition
 from stash_trainer.worker.pairs import Pair
-from stash_trainer.worker.stats import (
-    RewardStats,
-    action_credit,
-    evaluate_pairs,
-    pairwise_accuracy,
-    require_finite,
-    reward_stats,
-)
-
-
-def test_reward_stats_is_the_mean_and_population_deviation() -> None:
-    assert reward_stats([1.0, 3.0, 5.0, 7.0]) == RewardStats(4.0, math.sqrt(5.0))
-
-
-def test_action_credit_is_tanh_of_half_a_standard_score() -> None:
-    stats = RewardStats(mean=1.0, std=0.5)
-
-    assert action_credit(1.0, stats) == 0.0
-    assert action_credit(2.0, stats) == pytest.approx(math.tanh(1.0))
-    assert action_credit(-1e9, stats) == -1.0
-
-
-def test_action_credit_stays_finite_when_training_rewards_have_no_spread() -> None:
-    assert action_credit(3.0, RewardStats(2.0, 0.0)) == pytest.approx(math.tanh(0.5))
+from stash_trainer.worker.stats import evaluate_pairs, pairwise_accuracy, require_finite
 
 
 def test_pairwise_accuracy_counts_ties_as_wrong_and_is_none_when_empty() -> None:

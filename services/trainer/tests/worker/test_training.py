@@ -1,4 +1,4 @@
-"""Training and scoring with torch: truncation, padding, the decoder path and a real learning check."""
+"""Training with torch: dropout and frozen embeddings, the decoder path and a real learning check."""
 
 from collections.abc import Callable
 from pathlib import Path
@@ -7,10 +7,11 @@ import pytest
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from stash_common.reward_model.inference import score_texts
+from stash_common.reward_model.packaged import packaged_model_dir
 from stash_trainer.worker.job import TrainJob
-from stash_trainer.worker.models import packaged_model_dir
 from stash_trainer.worker.pairs import Pair
-from stash_trainer.worker.training import load_reward_model, score_texts, tokenize, train_reward_model
+from stash_trainer.worker.training import load_reward_model, train_reward_model
 
 Loaded = tuple[PreTrainedModel, PreTrainedTokenizerBase]
 
@@ -25,16 +26,6 @@ def minilm() -> Loaded:
     return load_reward_model(packaged_model_dir(), "cpu", max_length=64, seed=0)
 
 
-def test_long_texts_keep_their_end(minilm: Loaded) -> None:
-    _, tokenizer = minilm
-    text = "earlier context " * 200 + "the final tool call"
-
-    ids = tokenize(tokenizer, [text], 16)[0]
-
-    assert len(ids) == 16
-    assert tokenizer.decode(ids, skip_special_tokens=True).endswith("the final tool call")
-
-
 def test_dropout_is_off(minilm: Loaded) -> None:
     model, _ = minilm
 
@@ -47,15 +38,6 @@ def test_only_token_embeddings_are_frozen(minilm: Loaded) -> None:
     frozen = [name for name, parameter in model.named_parameters() if not parameter.requires_grad]
 
     assert frozen == ["bert.embeddings.word_embeddings.weight"]
-
-
-def test_score_texts_keeps_input_order(minilm: Loaded) -> None:
-    model, tokenizer = minilm
-    texts = ["short", "a somewhat longer text than that", "mid length text"]
-
-    forward = score_texts(model, tokenizer, texts, 64, "cpu", batch_size=2)
-
-    assert score_texts(model, tokenizer, texts[::-1], 64, "cpu", batch_size=2) == pytest.approx(forward[::-1], abs=1e-5)
 
 
 def test_decoder_pads_with_eos_and_scores_the_last_real_token(

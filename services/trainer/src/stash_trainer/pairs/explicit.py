@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from stash_common.rendering import render_trace
 from stash_common.steps import TraceStep
 from stash_trainer.pairs.inputs import Annotation, SourceTrace
 from stash_trainer.pairs.preference import PreferencePair, action_pair, sorted_trace_ids
-from stash_trainer.pairs.rendering import render_trace
 
 SOURCE = "explicit"
 
@@ -88,8 +88,8 @@ def _step_pair(good: tuple[SourceTrace, TraceStep], bad: tuple[SourceTrace, Trac
 
 def _trace_pair(good: SourceTrace, bad: SourceTrace) -> PreferencePair:
     return PreferencePair(
-        chosen=render_trace(good),
-        rejected=render_trace(bad),
+        chosen=render_trace(good.steps),
+        rejected=render_trace(bad.steps),
         trace_ids=sorted_trace_ids(good.id, bad.id),
         granularity="trace",
         action_type=None,

@@ -40,11 +40,11 @@ from openai.types.shared_params import ResponseFormatJSONSchema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stash_common.errors import InvalidArgument, StashError, Unavailable
+from stash_common.rendering import render_action, render_context, render_example
 from stash_common.steps import TraceStep
 from stash_trainer.pairs.explicit import human_rated_step_ids
 from stash_trainer.pairs.inputs import SourceTrace
 from stash_trainer.pairs.preference import PreferencePair, action_type
-from stash_trainer.pairs.rendering import render_action, render_context, render_example
 
 CRITERIA = ("task completion", "instruction adherence", "evidence grounding", "appropriate uncertainty")
 DEFAULT_RUBRIC_DROPOUT = 0.5
@@ -178,7 +178,7 @@ class Finding:
         if self.alternative is None or self.pair_exclusion is not None:
             return None
         trace, index = self.target.trace, self.target.step.index
-        original, revised = render_example(trace, index), render_example(trace, index, self.alternative)
+        original, revised = render_example(trace.steps, index), render_example(trace.steps, index, self.alternative)
         positive = self.judgment.label == "positive"
         return PreferencePair(
             chosen=original if positive else revised,
@@ -396,7 +396,7 @@ def _judgment_messages(target: Target) -> list[ChatCompletionMessageParam]:
     kind = "a tool call" if target.step.is_tool_call else "an assistant response"
     feedback = "\n".join(f"[{item.label}] {item.text}" for item in target.evidence) or "(none)"
     request = (
-        f"Conversation before the target:\n{render_context(target.trace, target.step.index) or '(nothing)'}\n\n"
+        f"Conversation before the target:\n{render_context(target.trace.steps, target.step.index) or '(nothing)'}\n\n"
         f"Target (step {target.step.index}, {kind}):\n{render_action(target.step)}\n\n"
         f"Feedback on the target (later user messages and reviewer comments):\n{feedback}\n\n"
         f"Criteria: {', '.join(target.criteria)}"
@@ -408,7 +408,7 @@ def _review_messages(target: Target, alternative: TraceStep) -> list[ChatComplet
     original, revised = render_action(target.step), render_action(alternative)
     first, second = (original, revised) if target.original_first else (revised, original)
     request = (
-        f"Conversation so far:\n{render_context(target.trace, target.step.index) or '(nothing)'}\n\n"
+        f"Conversation so far:\n{render_context(target.trace.steps, target.step.index) or '(nothing)'}\n\n"
         f"Candidate A:\n{first}\n\nCandidate B:\n{second}\n\n"
         f"Criteria: {', '.join(target.criteria)}"
     )

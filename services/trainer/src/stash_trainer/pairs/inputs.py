@@ -41,12 +41,17 @@ class StepCredit:
 
 @dataclass(frozen=True)
 class SourceTrace:
-    """A selected trace with what supervises it: annotations and the labeler's step credits."""
+    """A selected trace with what supervises it: annotations and the labeler's step credits.
+
+    `revision` is ingest's revision of the trace as read, so that the scores the training job computes
+    are published for exactly that revision (0 for a trace that did not come from ingest).
+    """
 
     id: str
     steps: tuple[TraceStep, ...]
     annotations: tuple[Annotation, ...] = ()
     credits: tuple[StepCredit, ...] = ()
+    revision: int = 0
 
     def __post_init__(self) -> None:
         for position, step in enumerate(self.steps):

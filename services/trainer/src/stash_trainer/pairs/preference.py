@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from stash_common.rendering import render_example
 from stash_common.steps import TraceStep
 from stash_trainer.pairs.inputs import SourceTrace
-from stash_trainer.pairs.rendering import render_example
 
 Granularity = Literal["action", "trace"]
 ActionType = Literal["tool_call", "response", "mixed"]
@@ -74,8 +74,8 @@ def action_pair(
     """A pair of two actions, each rendered as its trace's context ending at that step (one trace or two)."""
     (chosen_trace, chosen_step), (rejected_trace, rejected_step) = chosen, rejected
     return PreferencePair(
-        chosen=render_example(chosen_trace, chosen_step.index),
-        rejected=render_example(rejected_trace, rejected_step.index),
+        chosen=render_example(chosen_trace.steps, chosen_step.index),
+        rejected=render_example(rejected_trace.steps, rejected_step.index),
         trace_ids=sorted_trace_ids(chosen_trace.id, rejected_trace.id),
         granularity="action",
         action_type=pair_action_type(chosen_step, rejected_step),

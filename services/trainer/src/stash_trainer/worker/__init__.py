@@ -3,6 +3,7 @@
 It reads a job directory written by the trainer service (the spec's "Job directory contract"),
 trains `AutoModelForSequenceClassification(num_labels=1)` with the Bradley–Terry loss, evaluates
 on a seeded split by trace, and writes the checkpoint, its reward statistics, scores and
-`result.json` back into the directory. Only `training.py` and `device.py` import torch; the
-contract, the split, the batching plan and the statistics are plain Python.
+`result.json` back into the directory. Only `training.py` imports torch, with the runtime it shares
+with the scorer's worker (`stash_common.reward_model`); the contract, the split, the batching plan
+and the statistics are plain Python.
 """

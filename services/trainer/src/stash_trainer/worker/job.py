@@ -1,25 +1,23 @@
 """The job directory contract between the trainer service and this worker (the spec's file formats).
 
 `job.json`, `pairs.jsonl`, `score_items.jsonl` and `action_score_items.jsonl` are read and validated
-here; `progress.json`, `result.json`, `scores.jsonl`, `action_scores.jsonl` and the reward statistics
-are written here. Validation errors name the file, the line and the field.
+here, and `progress.json` and `result.json` written; `scores.jsonl` and `action_scores.jsonl` are
+written with `stash_common.job_files`, the reward statistics with `stash_common.reward_model.stats`
+(the scorer reads them back). Validation errors name the file, the line and the field.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TextIO, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stash_common.errors import FailedPrecondition, InvalidArgument
+from stash_common.job_files import describe, read_jsonl, write_json
 from stash_common.training_metrics import check_training_metrics
 from stash_trainer.worker.pairs import Pair
-from stash_trainer.worker.stats import RewardStats
 
 JOB_FILE = "job.json"
 PAIRS_FILE = "pairs.jsonl"
@@ -30,11 +28,7 @@ PROGRESS_FILE = "progress.json"
 SCORES_FILE = "scores.jsonl"
 ACTION_SCORES_FILE = "action_scores.jsonl"
 MODEL_DIR = "model"
-REWARD_STATS_FILE = "reward_stats.json"
-ACTION_REWARD_STATS_FILE = "action_reward_stats.json"
 LOG_FILE = "worker.log"
-
-Record = TypeVar("Record", bound=BaseModel)
 
 
 class TrainJob(BaseModel):
@@ -50,6 +44,8 @@ class TrainJob(BaseModel):
     max_length: int = Field(default=1024, ge=8)
     batch_size: int = Field(default=8, ge=1)
     learning_rate: float = Field(default=1e-4, gt=0, allow_inf_nan=False)
+    # STASH_TRAINER_DEVICE: `auto` picks CUDA, then MPS, then CPU; the others pin the device.
+    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
 
 
 class PairRecord(BaseModel):
@@ -97,11 +93,6 @@ class ActionScoreItem(BaseModel):
     text: str = Field(min_length=1)
 
 
-def describe(error: ValidationError) -> str:
-    """Pydantic's errors as `field: reason` clauses joined by semicolons."""
-    return "; ".join(f"{'.'.join(map(str, item['loc'])) or 'record'}: {item['msg']}" for item in error.errors())
-
-
 def read_job(job_dir: Path) -> TrainJob:
     """Read and validate `job.json`."""
     path = job_dir / JOB_FILE
@@ -111,19 +102,6 @@ def read_job(job_dir: Path) -> TrainJob:
         return TrainJob.model_validate_json(path.read_bytes())
     except ValidationError as error:
         raise InvalidArgument(JOB_FILE, describe(error)) from error
-
-
-def read_jsonl(path: Path, record: type[Record]) -> list[Record]:
-    """Validate every line of a JSONL file as `record`; errors name the file and the line."""
-    rows = []
-    with path.open("rb") as lines:
-        for number, line in enumerate(lines, start=1):
-            if line.strip():
-                try:
-                    rows.append(record.model_validate_json(line))
-                except ValidationError as error:
-                    raise InvalidArgument(f"{path.name} line {number}", describe(error)) from error
-    return rows
 
 
 def read_pairs(job_dir: Path) -> list[Pair]:
@@ -144,36 +122,6 @@ def read_action_score_items(job_dir: Path) -> list[ActionScoreItem]:
     """The assistant actions to score after training; none when the file is absent."""
     path = job_dir / ACTION_SCORE_ITEMS_FILE
     return read_jsonl(path, ActionScoreItem) if path.is_file() else []
-
-
-@contextmanager
-def atomic_file(path: Path) -> Iterator[TextIO]:
-    """A text file that appears at `path` only once fully written; nothing is left behind on error."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    try:
-        with temporary.open("w") as out:
-            yield out
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def write_json(path: Path, value: Mapping[str, Any]) -> None:
-    """Write `value` as JSON atomically; NaN and infinity are refused."""
-    with atomic_file(path) as out:
-        out.write(json.dumps(value, allow_nan=False, indent=2) + "\n")
-
-
-def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    """Write one JSON object per line atomically; NaN and infinity are refused."""
-    with atomic_file(path) as out:
-        for row in rows:
-            out.write(json.dumps(row, allow_nan=False) + "\n")
-
-
-def write_stats(path: Path, stats: RewardStats) -> None:
-    """Save reward statistics as `{"mean", "std"}` next to the checkpoint."""
-    write_json(path, {"mean": stats.mean, "std": stats.std})
 
 
 def write_progress(job_dir: Path, step: int, total_steps: int, loss: float | None) -> None:

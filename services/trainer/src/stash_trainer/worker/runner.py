@@ -9,26 +9,27 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stash_common.errors import FailedPrecondition, StashError
+from stash_common.job_files import job_log, write_jsonl
+from stash_common.reward_model.stats import (
+    ACTION_REWARD_STATS_FILE,
+    REWARD_STATS_FILE,
+    RewardStats,
+    action_credit,
+    reward_stats,
+    write_stats,
+)
 from stash_trainer.worker import job as contract
 from stash_trainer.worker.job import ActionScoreItem, ScoreItem, TrainJob
 from stash_trainer.worker.models import resolve_base_model
 from stash_trainer.worker.pairs import Pair, cap_pairs
 from stash_trainer.worker.split import TraceSplit, split_by_trace
-from stash_trainer.worker.stats import (
-    EvalReport,
-    RewardStats,
-    action_credit,
-    evaluate_pairs,
-    require_finite,
-    reward_stats,
-)
+from stash_trainer.worker.stats import EvalReport, evaluate_pairs, require_finite
 
 if TYPE_CHECKING:
     from stash_trainer.worker.training import ProgressCallback
@@ -62,7 +63,7 @@ class JobScores:
 
 def run_job(job_dir: Path, on_progress: ProgressCallback | None = None) -> int:
     """Run the training job in `job_dir`, always writing `result.json`; 0 on success, 1 on failure."""
-    with job_log(job_dir):
+    with job_log(job_dir / contract.LOG_FILE):
         started = time.perf_counter()
         try:
             metrics = {**train_job(job_dir, on_progress), "seconds": round(time.perf_counter() - started, 3)}
@@ -77,23 +78,6 @@ def run_job(job_dir: Path, on_progress: ProgressCallback | None = None) -> int:
             return 1
         LOG.info("training job succeeded: %s", metrics)
     return 0
-
-
-@contextmanager
-def job_log(job_dir: Path) -> Iterator[None]:
-    """Copy the job's log records (INFO and up) into `worker.log` while the job runs."""
-    handler = logging.FileHandler(job_dir / contract.LOG_FILE)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    previous_level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(previous_level)
-        handler.close()
 
 
 def prepare_job(job_dir: Path) -> PreparedJob:
@@ -126,10 +110,12 @@ def train_job(job_dir: Path, on_progress: ProgressCallback | None = None) -> dic
     """Train, save the checkpoint under `model/`, write scores and statistics; the metrics without `seconds`."""
     prepared = prepare_job(job_dir)
     # Imported here: torch and transformers take seconds to load, and every check above runs first.
+    from stash_common.reward_model.device import configure_threads, select_device
+    from stash_common.reward_model.inference import score_texts
     from stash_trainer.worker import training
-    from stash_trainer.worker.device import configure_threads, select_device
 
-    device, job = select_device(), prepared.job
+    job = prepared.job
+    device = select_device() if job.device == "auto" else job.device
     LOG.info("training %s on %s (%d threads)", prepared.base_model, device, configure_threads(device))
     with training.out_of_memory_advice(job):
         model, tokenizer = training.load_reward_model(prepared.base_model, device, job.max_length, job.seed)
@@ -143,7 +129,7 @@ def train_job(job_dir: Path, on_progress: ProgressCallback | None = None) -> dic
         report, action_train_pairs = write_outputs(
             prepared,
             job_dir,
-            lambda texts: training.score_texts(model, tokenizer, texts, job.max_length, device, 4 * job.batch_size),
+            lambda texts: score_texts(model, tokenizer, texts, job.max_length, device, 4 * job.batch_size),
         )
     return training_metrics(prepared, report, action_train_pairs, outcome.final_loss, device)
 
@@ -187,19 +173,17 @@ def write_outputs(prepared: PreparedJob, job_dir: Path, score: Scorer) -> tuple[
     scores = score_job(prepared, score)
     train = prepared.split.train
     model_dir = job_dir / contract.MODEL_DIR
-    contract.write_stats(
-        model_dir / contract.REWARD_STATS_FILE, reward_stats(scores.train_chosen + scores.train_rejected)
-    )
+    write_stats(model_dir / REWARD_STATS_FILE, reward_stats(scores.train_chosen + scores.train_rejected))
     trace_rows = [
         {"trace_id": i.trace_id, "score": s} for i, s in zip(prepared.score_items, scores.traces, strict=True)
     ]
-    contract.write_jsonl(job_dir / contract.SCORES_FILE, trace_rows)
+    write_jsonl(job_dir / contract.SCORES_FILE, trace_rows)
     action_stats = training_action_stats(train, scores)
     if action_stats is None:
         LOG.info("no action pairs were trained: %d action items left unscored", len(prepared.action_score_items))
     else:
-        contract.write_stats(model_dir / contract.ACTION_REWARD_STATS_FILE, action_stats)
-        contract.write_jsonl(job_dir / contract.ACTION_SCORES_FILE, action_rows(prepared, scores, action_stats))
+        write_stats(model_dir / ACTION_REWARD_STATS_FILE, action_stats)
+        write_jsonl(job_dir / contract.ACTION_SCORES_FILE, action_rows(prepared, scores, action_stats))
     report = evaluate_pairs(prepared.split.eval, scores.eval_margins) if prepared.split.evaluated else EvalReport()
     return report, sum(pair.is_action for pair in train)
 

@@ -1,4 +1,7 @@
-"""Reward statistics, display credit and held-out accuracy: the numbers around a trained model."""
+"""Held-out accuracy and divergence checks: the numbers around a training run.
+
+Reward statistics and display credit are shared with the scorer (`stash_common.reward_model.stats`).
+"""
 
 from __future__ import annotations
 
@@ -11,14 +14,6 @@ from stash_trainer.worker.pairs import Pair
 
 
 @dataclass(frozen=True)
-class RewardStats:
-    """Mean and (population) standard deviation of raw rewards over a reference set of texts."""
-
-    mean: float
-    std: float
-
-
-@dataclass(frozen=True)
 class EvalReport:
     """Held-out pair counts and accuracies (None when that set is empty): overall, actions, tool calls."""
 
@@ -28,17 +23,6 @@ class EvalReport:
     action_eval_accuracy: float | None = None
     tool_eval_pairs: int = 0
     tool_eval_accuracy: float | None = None
-
-
-def reward_stats(rewards: Sequence[float]) -> RewardStats:
-    """The mean and standard deviation of `rewards` (at least one value)."""
-    mean = math.fsum(rewards) / len(rewards)
-    return RewardStats(mean, math.sqrt(math.fsum((r - mean) ** 2 for r in rewards) / len(rewards)))
-
-
-def action_credit(score: float, stats: RewardStats) -> float:
-    """Display credit in [-1, 1]: tanh((score − mean) / (2 × std)); a zero spread counts as 1."""
-    return math.tanh((score - stats.mean) / (2 * (stats.std or 1.0)))
 
 
 def pairwise_accuracy(margins: Sequence[float]) -> float | None:

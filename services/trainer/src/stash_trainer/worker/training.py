@@ -1,6 +1,8 @@
-"""Bradley–Terry training and batched scoring of `AutoModelForSequenceClassification(num_labels=1)`.
+"""Bradley–Terry training of `AutoModelForSequenceClassification(num_labels=1)`.
 
-Speed on small CPUs comes from dynamic padding over length-bucketed batches (`batches.py`), fused
+Loading, tokenisation, padding and scoring are the shared runtime (`stash_common.reward_model`), so the
+scorer reads a checkpoint exactly as it was trained. Speed on small CPUs comes from dynamic padding
+over length-bucketed batches (`batches.py`), fused
 AdamW, frozen token embeddings and gradient-free evaluation. On CUDA the forward pass runs under
 bf16 autocast with fp32 master weights, and activations are recomputed (gradient checkpointing,
 TRL's default) to keep a 0.6B decoder's activations at 16 sequences of 1024 tokens small on an A10G.
@@ -11,15 +13,17 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch.nn import functional
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from stash_common.errors import InvalidArgument, ResourceExhausted
+from stash_common.errors import ResourceExhausted
+from stash_common.reward_model.checkpoint import load_checkpoint
+from stash_common.reward_model.inference import collate, rewards, tokenize
 from stash_trainer.worker.batches import plan_batches
 from stash_trainer.worker.job import TrainJob
 from stash_trainer.worker.pairs import Pair
@@ -40,25 +44,15 @@ def load_reward_model(
     path: Path, device: str, max_length: int, seed: int
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The checkpoint at `path` with a fresh one-output head (seeded), and its left-truncating tokenizer."""
-    tokenizer = AutoTokenizer.from_pretrained(path, truncation_side="left", local_files_only=True)
-    if tokenizer.pad_token is None:
-        if tokenizer.eos_token is None:
-            raise InvalidArgument("base_model", f"the tokenizer of {path} has neither a pad nor an eos token")
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.model_max_length = max_length  # saved with the checkpoint: scoring truncates the same way
     torch.manual_seed(seed)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        path, num_labels=1, dtype=torch.float32, local_files_only=True
-    )
-    # Decoders read the score at the last non-pad token, so the model must know the pad id.
-    model.config.pad_token_id = tokenizer.pad_token_id
+    model, tokenizer = load_checkpoint(path, device, max_length)
     disable_dropout(model)
     # Token embeddings stay as pretrained: a few hundred pairs barely move them, while their gradient and
     # AdamW state are the largest buffers (a quarter of Qwen3-0.6B; ~150 MB of peak memory for MiniLM on CPU).
     model.get_input_embeddings().weight.requires_grad_(False)
     if device == "cuda" and model.supports_gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    return model.to(device), tokenizer
+    return model, tokenizer
 
 
 def disable_dropout(model: torch.nn.Module) -> None:
@@ -70,33 +64,6 @@ def disable_dropout(model: torch.nn.Module) -> None:
             # A plain float attribute of the attention modules, set dynamically as it is read: torch types
             # `Module.__setattr__` for tensors and submodules only.
             setattr(module, "attention_dropout", 0.0)  # noqa: B010
-
-
-def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int) -> list[list[int]]:
-    """Token ids of each text, keeping its last `max_length` tokens (the action is at the end)."""
-    return tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
-
-
-def collate(sequences: Sequence[Sequence[int]], pad_id: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded ids and attention mask, as wide as the longest sequence."""
-    ids = torch.full((len(sequences), max(map(len, sequences))), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for row, sequence in enumerate(sequences):
-        ids[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
-        mask[row, : len(sequence)] = 1
-    return ids.to(device), mask.to(device)
-
-
-def autocast(device: str) -> AbstractContextManager[None]:
-    """bf16 autocast on CUDA devices that support it; a no-op elsewhere (on CPU it measured slower)."""
-    enabled = device == "cuda" and torch.cuda.is_bf16_supported()
-    return torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=enabled)
-
-
-def rewards(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor, device: str) -> torch.Tensor:
-    """One fp32 reward per row."""
-    with autocast(device):
-        return model(input_ids=ids, attention_mask=mask).logits.squeeze(-1).float()
 
 
 def make_optimizer(
@@ -172,25 +139,3 @@ def train_step(
     optimizer.step()
     schedule.step()
     return loss.item()
-
-
-def score_texts(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    texts: Sequence[str],
-    max_length: int,
-    device: str,
-    batch_size: int = 32,
-) -> list[float]:
-    """The reward of each text, in input order; batches are sorted by length to spare padding."""
-    sequences = tokenize(tokenizer, texts, max_length)
-    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
-    scores = [0.0] * len(sequences)
-    model.eval()
-    with torch.inference_mode():
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            ids, mask = collate([sequences[i] for i in batch], tokenizer.pad_token_id, device)
-            for i, score in zip(batch, rewards(model, ids, mask, device).tolist(), strict=True):
-                scores[i] = score
-    return scores

@@ -15,14 +15,19 @@ Steps are separated by a blank line and read like this:
 A tool call with text renders the text first (`Assistant: Let me check.`) and the call on the next
 line; assistant messages without text are skipped. Texts are kept whole: the worker left-truncates
 them to its token limit with the tokenizer.
+
+It lives in the shared package and takes plain steps because the trainer renders its training pairs
+and the scorer the actions it scores with it: one renderer, so the two cannot drift. The rendering is
+prefix-consistent (an action's example begins with the examples of the actions before it), which lets
+a causal model score every action of a trace in one pass.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from stash_common.steps import TraceStep
-from stash_trainer.pairs.inputs import SourceTrace
 
 SEPARATOR = "\n\n"
 
@@ -51,21 +56,21 @@ def is_rendered(step: TraceStep) -> bool:
     return step.role in ("user", "tool") or step.is_action
 
 
-def render_context(trace: SourceTrace, action_index: int) -> str:
+def render_context(steps: Sequence[TraceStep], action_index: int) -> str:
     """Everything before step `action_index`, without system steps (empty when nothing precedes it)."""
-    if not 0 <= action_index < len(trace.steps):
-        raise IndexError(f"trace {trace.id} has no step {action_index}")
-    return SEPARATOR.join(render_step(step) for step in trace.steps[:action_index] if is_rendered(step))
+    if not 0 <= action_index < len(steps):
+        raise IndexError(f"the trace has no step {action_index} (it has {len(steps)} steps)")
+    return SEPARATOR.join(render_step(step) for step in steps[:action_index] if is_rendered(step))
 
 
-def render_example(trace: SourceTrace, action_index: int, action: TraceStep | None = None) -> str:
+def render_example(steps: Sequence[TraceStep], action_index: int, action: TraceStep | None = None) -> str:
     """The prior context of step `action_index` followed by that action, or by `action` in its place."""
-    context = render_context(trace, action_index)
-    target = action if action is not None else trace.steps[action_index]
+    context = render_context(steps, action_index)
+    target = action if action is not None else steps[action_index]
     rendered = render_action(target)
     return f"{context}{SEPARATOR}{rendered}" if context else rendered
 
 
-def render_trace(trace: SourceTrace) -> str:
+def render_trace(steps: Sequence[TraceStep]) -> str:
     """The whole trace without system steps, for trace-level comparisons."""
-    return SEPARATOR.join(render_step(step) for step in trace.steps if is_rendered(step))
+    return SEPARATOR.join(render_step(step) for step in steps if is_rendered(step))

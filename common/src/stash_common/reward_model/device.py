@@ -1,4 +1,4 @@
-"""The accelerator to train on (CUDA, then MPS, then CPU) and the CPU thread count."""
+"""The accelerator to run a reward model on (CUDA, then MPS, then CPU) and the CPU thread count."""
 
 from __future__ import annotations
 

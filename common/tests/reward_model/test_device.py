@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from stash_trainer.worker.device import configure_threads, select_device, usable_cpus
+from stash_common.reward_model.device import configure_threads, select_device, usable_cpus
 
 
 @pytest.mark.parametrize(

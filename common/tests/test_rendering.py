@@ -4,34 +4,35 @@ from __future__ import annotations
 
 import pytest
 
+from stash_common.rendering import render_action, render_context, render_example, render_trace
 from stash_common.steps import TraceStep
-from stash_trainer.pairs.rendering import render_action, render_context, render_example, render_trace
+from support.steps import SUPPORT, build_steps
 
 
-def test_render_example_excludes_system_steps(make_trace, support_specs) -> None:
-    text = render_example(make_trace("t1", support_specs), 4)
+def test_render_example_excludes_system_steps() -> None:
+    text = render_example(build_steps("t1", SUPPORT), 4)
 
     assert "support agent" not in text
     assert text.startswith("User: I want a refund for order 1182")
 
 
-def test_render_example_ends_at_the_action_before_later_results_and_messages(make_trace, support_specs) -> None:
-    trace = make_trace("t1", support_specs)
+def test_render_example_ends_at_the_action_before_later_results_and_messages() -> None:
+    steps = build_steps("t1", SUPPORT)
 
-    call = render_example(trace, 2)
-    answer = render_example(trace, 4)
+    call = render_example(steps, 2)
+    answer = render_example(steps, 4)
 
     assert call == 'User: I want a refund for order 1182\n\nAssistant called lookup_order({"order_id": "1182"})'
     assert answer.endswith('returned: {"status": "delivered"}\n\nAssistant: Your refund for order 1182 is on its way.')
     assert "wrong order" not in answer
 
 
-def test_render_context_is_everything_rendered_before_the_action(make_trace, support_specs) -> None:
-    trace = make_trace("t1", support_specs)
+def test_render_context_is_everything_rendered_before_the_action() -> None:
+    steps = build_steps("t1", SUPPORT)
 
-    assert render_context(trace, 2) == "User: I want a refund for order 1182"
-    assert render_context(trace, 4).endswith('Tool lookup_order returned: {"status": "delivered"}')
-    assert render_context(trace, 1) == ""
+    assert render_context(steps, 2) == "User: I want a refund for order 1182"
+    assert render_context(steps, 4).endswith('Tool lookup_order returned: {"status": "delivered"}')
+    assert render_context(steps, 1) == ""
 
 
 def test_render_action_shows_tool_text_then_the_call() -> None:
@@ -61,15 +62,15 @@ def test_render_action_refuses_steps_that_are_not_actions(step: TraceStep) -> No
         render_action(step)
 
 
-def test_render_example_refuses_a_step_past_the_end(make_trace, support_specs) -> None:
-    with pytest.raises(IndexError, match="trace t1 has no step 8"):
-        render_example(make_trace("t1", support_specs), 8)
+def test_render_example_refuses_a_step_past_the_end() -> None:
+    with pytest.raises(IndexError, match=r"the trace has no step 8 \(it has 8 steps\)"):
+        render_example(build_steps("t1", SUPPORT), 8)
 
 
-def test_render_trace_is_the_whole_trace_without_system_or_blank_assistant_steps(make_trace) -> None:
-    trace = make_trace(
+def test_render_trace_is_the_whole_trace_without_system_or_blank_assistant_steps() -> None:
+    steps = build_steps(
         "t1",
         [("system", "secret rules"), ("user", "hi"), ("assistant", ""), ("tool", None, "pong"), ("assistant", "Hello")],
     )
 
-    assert render_trace(trace) == "User: hi\n\nTool returned: pong\n\nAssistant: Hello"
+    assert render_trace(steps) == "User: hi\n\nTool returned: pong\n\nAssistant: Hello"
