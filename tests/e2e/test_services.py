@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from stash_common.channels import open_channel
+from stash_common.channels import check_health, open_channel
 from support.processes import GRPC_SERVICES, free_port, start_service, wait_for_health, wait_for_http
 
 API_NAMES = {
@@ -16,6 +16,8 @@ API_NAMES = {
     "scorer": "stash.rm.v1.ScorerService",
     "gepa": "stash.rm.v1.GepaService",
 }
+# APIs published before their behaviour: the process is up, the API itself reports NOT_SERVING.
+NOT_BUILT = {"gepa"}
 
 
 @pytest.mark.parametrize("name", GRPC_SERVICES)
@@ -27,8 +29,10 @@ def test_service_serves_health_and_reflection_then_stops_on_sigterm(name: str, t
         channel = open_channel(f"127.0.0.1:{port}")
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
         listing = next(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
+        api_health = check_health(channel, API_NAMES[name])
         channel.close()
         assert API_NAMES[name] in {service.name for service in listing.list_services_response.service}
+        assert api_health == ("NOT_SERVING" if name in NOT_BUILT else "SERVING")
     finally:
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=30)

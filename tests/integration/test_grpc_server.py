@@ -49,6 +49,17 @@ def test_health_reports_serving_for_server_and_service(channel: grpc.Channel) ->
     assert check_health(channel, "stash.test.Unknown") == "SERVICE_UNKNOWN"
 
 
+def test_health_reports_not_serving_for_an_api_not_built_while_the_server_serves() -> None:
+    server = start(_register, "127.0.0.1", 0, not_built=[SERVICE])
+    channel = open_channel(f"127.0.0.1:{server.port}")
+    try:
+        server.set_serving(True)
+        assert (check_health(channel), check_health(channel, SERVICE)) == ("SERVING", "NOT_SERVING")
+    finally:
+        channel.close()
+        server.stop(0)
+
+
 def test_reflection_lists_the_registered_services(channel: grpc.Channel) -> None:
     stub = reflection_pb2_grpc.ServerReflectionStub(channel)
     responses = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))

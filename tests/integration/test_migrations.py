@@ -11,6 +11,7 @@ from stash_common.db import downgrade, make_engine, normalise_url, upgrade
 from stash_gateway import store as gateway_store
 from stash_ingest import store as ingest_store
 from stash_labeler import store as labeler_store
+from stash_scorer import store as scorer_store
 from stash_trainer import store as trainer_store
 
 # Every service with tables: (service, migrations directory, declarative base).
@@ -19,6 +20,7 @@ OWNERS = [
     ("ingest", ingest_store.MIGRATIONS_DIR, ingest_store.Base),
     ("labeler", labeler_store.MIGRATIONS_DIR, labeler_store.Base),
     ("trainer", trainer_store.MIGRATIONS_DIR, trainer_store.Base),
+    ("scorer", scorer_store.MIGRATIONS_DIR, scorer_store.Base),
 ]
 
 
@@ -65,3 +67,9 @@ def test_upgrade_twice_is_harmless(tmp_path: Path) -> None:
 def test_plain_postgresql_urls_use_psycopg3() -> None:
     assert normalise_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
     assert normalise_url("sqlite:///x.db") == "sqlite:///x.db"
+
+
+def test_no_two_services_name_a_table_alike() -> None:
+    # One PostgreSQL database may hold every service's tables (the tests' cluster stacks do).
+    names = [table for _, _, base in OWNERS for table in base.metadata.tables]
+    assert len(names) == len(set(names)), sorted(name for name in names if names.count(name) > 1)

@@ -92,6 +92,15 @@ class RunningServer:
     health: health.HealthServicer
     service_names: Sequence[str]
     port: int
+    # APIs published before their behaviour: they report NOT_SERVING whatever the server does.
+    not_built: Sequence[str] = ()
+
+    def set_serving(self, serving: bool) -> None:
+        """Report the server and its services SERVING, or NOT_SERVING while they cannot serve."""
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ["", *self.service_names]:
+            built = name not in self.not_built
+            self.health.set(name, status if built else health_pb2.HealthCheckResponse.NOT_SERVING)
 
     def stop(self, grace_s: float) -> None:
         """Report NOT_SERVING, then let in-flight calls finish for up to `grace_s` seconds."""
@@ -99,8 +108,20 @@ class RunningServer:
         self.server.stop(grace_s).wait()
 
 
-def start(register: Registrar, host: str, port: int, max_workers: int = 16) -> RunningServer:
-    """Start a server with health checking and reflection; port 0 picks a free port."""
+def start(
+    register: Registrar,
+    host: str,
+    port: int,
+    max_workers: int = 16,
+    serving: bool = True,
+    not_built: Sequence[str] = (),
+) -> RunningServer:
+    """Start a server with health checking and reflection; port 0 picks a free port.
+
+    With `serving` false the server answers but reports NOT_SERVING until `set_serving(True)`. The
+    services named in `not_built` always report NOT_SERVING, while the server itself ("") reports
+    whether the process is up: a client asking for such an API learns it cannot be served.
+    """
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers),
         interceptors=[ErrorInterceptor()],
@@ -115,9 +136,9 @@ def start(register: Registrar, host: str, port: int, max_workers: int = 16) -> R
     )
     bound = server.add_insecure_port(f"{host}:{port}")
     server.start()
-    for name in ["", *service_names]:
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return RunningServer(server, health_servicer, service_names, bound)
+    running = RunningServer(server, health_servicer, service_names, bound, not_built)
+    running.set_serving(serving)
+    return running
 
 
 def serve(
@@ -127,19 +148,36 @@ def serve(
     port: int,
     grace_s: float = 10.0,
     on_stop: Callable[[], None] | None = None,
+    prepare: Callable[[], None] | None = None,
+    not_built: Sequence[str] = (),
 ) -> None:
     """Run a service's gRPC server until SIGTERM or SIGINT, then shut down gracefully.
 
-    `on_stop` runs after the server has drained: it stops the service's background workers.
+    `prepare` runs once the server listens, while it reports NOT_SERVING (migrating its tables, starting
+    its workers); the server reports SERVING when it returns. `on_stop` runs after the server has
+    drained: it stops the service's background workers.
     """
-    running = start(register, host, port)
+    running = start(register, host, port, serving=prepare is None, not_built=not_built)
     log.info("serving", service=service, host=host, port=running.port, services=list(running.service_names))
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
+    if prepare is not None:
+        _prepare(service, running, prepare)
     stopping.wait()
     log.info("stopping", service=service, grace_s=grace_s)
     running.stop(grace_s)
     if on_stop is not None:
         on_stop()
     log.info("stopped", service=service)
+
+
+def _prepare(service: str, running: RunningServer, prepare: Callable[[], None]) -> None:
+    """Run `prepare` while the server reports NOT_SERVING, then report SERVING; a failure stops the server."""
+    try:
+        prepare()
+    except BaseException:
+        running.stop(0)
+        raise
+    running.set_serving(True)
+    log.info("ready", service=service)

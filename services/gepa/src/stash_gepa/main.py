@@ -13,15 +13,18 @@ from stash_common.settings import load
 from stash_gepa.api import GepaServicer
 from stash_gepa.settings import GepaSettings
 
+GEPA_SERVICE = gepa_pb2.DESCRIPTOR.services_by_name["GepaService"].full_name
+
 
 def register(server: grpc.Server) -> Sequence[str]:
     """Add the gepa API to `server` (its RPCs answer UNIMPLEMENTED until their issue lands)."""
     gepa_pb2_grpc.add_GepaServiceServicer_to_server(GepaServicer(), server)
-    return [gepa_pb2.DESCRIPTOR.services_by_name["GepaService"].full_name]
+    return [GEPA_SERVICE]
 
 
 def main() -> None:
     """Run the gepa service until SIGTERM or SIGINT."""
     settings = load(GepaSettings)
     configure_logging("gepa", settings.log_level)
-    serve("gepa", register, settings.host, settings.port)
+    # The process is up, but GepaService cannot run anything yet: its health says NOT_SERVING (issue 13).
+    serve("gepa", register, settings.host, settings.port, not_built=[GEPA_SERVICE])

@@ -1,27 +1,68 @@
-"""Entry point: load settings, register the ScorerService, serve gRPC until SIGTERM."""
+"""Entry point: load settings, build the scorer, serve gRPC until SIGTERM.
+
+The server listens at once but reports NOT_SERVING until the scorer's tables are migrated and its
+dispatcher runs, so a health check never calls a scorer that cannot serve. The service itself never
+opens the object store: its workers download the checkpoint from the same settings.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 import grpc
 
-from stash.rm.v1 import scorer_pb2, scorer_pb2_grpc
+from stash.rm.v1 import ingest_pb2_grpc, scorer_pb2, scorer_pb2_grpc, trainer_pb2_grpc
+from stash_common.channels import open_channel
+from stash_common.coordination import make_wakeups
+from stash_common.db import make_engine, make_sessions, upgrade
+from stash_common.launcher import LocalSubprocessLauncher
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
 from stash_scorer.api import ScorerServicer
+from stash_scorer.background import BackgroundScoring
+from stash_scorer.clients import IngestClient, TrainerClient
+from stash_scorer.dispatcher import WORKER_MODULE, Dispatcher, JobSettings
+from stash_scorer.runs import Scoring
 from stash_scorer.settings import ScorerSettings
+from stash_scorer.store import MIGRATIONS_DIR
 
 
-def register(server: grpc.Server) -> Sequence[str]:
-    """Add the scorer API to `server` (its RPCs answer UNIMPLEMENTED until their issue lands)."""
-    scorer_pb2_grpc.add_ScorerServiceServicer_to_server(ScorerServicer(), server)
-    return [scorer_pb2.DESCRIPTOR.services_by_name["ScorerService"].full_name]
+def job_settings(settings: ScorerSettings) -> JobSettings:
+    """The batching and scoring-job settings of this scorer; its workers report to STASH_SCORER_ADDRESS."""
+    return JobSettings(
+        artifact_dir=settings.artifact_dir,
+        scorer_address=settings.address_of("scorer"),
+        max_active_batches=settings.max_active_batches,
+        batch_traces=settings.batch_traces,
+        max_attempts=settings.max_attempts,
+        max_length=settings.max_length,
+        batch_size=settings.batch_size,
+        job_timeout=timedelta(seconds=settings.job_timeout_s),
+        sweep_interval_s=settings.sweep_interval_s,
+    )
 
 
 def main() -> None:
     """Run the scorer service until SIGTERM or SIGINT."""
     settings = load(ScorerSettings)
     configure_logging("scorer", settings.log_level)
-    serve("scorer", register, settings.host, settings.port)
+    sessions = make_sessions(make_engine(settings.database_url))
+    traces = IngestClient(ingest_pb2_grpc.IngestServiceStub(open_channel(settings.address_of("ingest"))))
+    models = TrainerClient(trainer_pb2_grpc.TrainerServiceStub(open_channel(settings.address_of("trainer"))))
+    background = BackgroundScoring(sessions, traces, settings.debounce_s)
+    launcher = LocalSubprocessLauncher(WORKER_MODULE)
+    wakeups = make_wakeups(settings.redis_url)
+    dispatcher = Dispatcher(sessions, traces, launcher, wakeups, job_settings(settings), background)
+    servicer = ScorerServicer(sessions, Scoring(sessions, traces, models, dispatcher.wake))
+
+    def register(server: grpc.Server) -> Sequence[str]:
+        scorer_pb2_grpc.add_ScorerServiceServicer_to_server(servicer, server)
+        return [scorer_pb2.DESCRIPTOR.services_by_name["ScorerService"].full_name]
+
+    def prepare() -> None:
+        upgrade("scorer", MIGRATIONS_DIR, settings.database_url)
+        dispatcher.start()
+
+    serve("scorer", register, settings.host, settings.port, on_stop=dispatcher.stop, prepare=prepare)

@@ -1,0 +1,589 @@
+"""The tables the scorer owns: scoring runs and the jobs that batch them, the scores they publish, the models
+the scorer knows as ready, and what the background sweep has seen.
+
+A run is one trace revision scored by one checkpoint; it moves queued → running → succeeded | failed.
+A partial unique index allows one active (queued or running) run per trace, model and revision, so two
+simultaneous requests for the same thing meet at one run, in one process or across replicas. Only a
+queued run can be claimed, and a claim names the job, so a duplicate delivery never scores a trace twice
+and a report from another job is refused. A running job holds one of `max_active_batches` slots, kept
+unique by another partial index, so replicas together never run more jobs than that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CursorResult,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    String,
+    Text,
+    delete,
+    exists,
+    func,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, aliased, mapped_column
+from sqlalchemy.sql.dml import Delete, Update
+
+from stash_common.db import new_id, utc_now
+from stash_common.errors import FailedPrecondition, NotFound
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
+ACTIVE = (QUEUED, RUNNING)
+_ACTIVE_RUN = text("status IN ('queued', 'running')")
+_RUNNING_JOB = text("status = 'running'")
+
+
+class Base(DeclarativeBase):
+    """Metadata of the tables the scorer owns."""
+
+
+class ScoringModelRow(Base):
+    """A succeeded reward model the scorer has learned about; action models are scored in the background."""
+
+    __tablename__ = "scoring_models"
+    __table_args__ = (Index("ix_scoring_models_owner", "owner_id"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(200))
+    artifact_key: Mapped[str] = mapped_column(String(500))
+    scores_actions: Mapped[bool] = mapped_column(Boolean)
+    # When every trace of the owner was queued for this model; None until the background sweep has done it.
+    backfilled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    ready_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class ScoringRunRow(Base):
+    """One request to score one trace revision with one checkpoint, and how it went."""
+
+    __tablename__ = "scoring_runs"
+    __table_args__ = (
+        Index(
+            "uq_scoring_runs_active",
+            "trace_id",
+            "reward_model_id",
+            "trace_revision",
+            unique=True,
+            postgresql_where=_ACTIVE_RUN,
+            sqlite_where=_ACTIVE_RUN,
+        ),
+        Index("ix_scoring_runs_claim", "status", "reward_model_id", "explicit", "created_at"),
+        Index("ix_scoring_runs_trace", "owner_id", "trace_id", "created_at"),
+        Index("ix_scoring_runs_job", "job_id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(String(64))
+    trace_id: Mapped[str] = mapped_column(String(36))
+    trace_revision: Mapped[int] = mapped_column(BigInteger)
+    reward_model_id: Mapped[str] = mapped_column(String(36))
+    reward_model_name: Mapped[str] = mapped_column(String(200))
+    artifact_key: Mapped[str] = mapped_column(String(500))
+    status: Mapped[str] = mapped_column(String(20), default=QUEUED)
+    # Asked for by a person (ScoreTrace), not queued by the background sweep: served first within its batch.
+    explicit: Mapped[bool] = mapped_column(Boolean, default=False)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    # True when retrying cannot help; the sweep then leaves the failed run alone.
+    permanent: Mapped[bool] = mapped_column(Boolean, default=False)
+    error: Mapped[str | None] = mapped_column(Text)
+    job_id: Mapped[str | None] = mapped_column(String(36))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ScoringJobRow(Base):
+    """One batch: up to `batch_traces` runs of one checkpoint, scored by one worker."""
+
+    __tablename__ = "scoring_jobs"
+    __table_args__ = (
+        Index(
+            "uq_scoring_jobs_running_slot",
+            "slot",
+            unique=True,
+            postgresql_where=_RUNNING_JOB,
+            sqlite_where=_RUNNING_JOB,
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(String(64))
+    reward_model_id: Mapped[str] = mapped_column(String(36))
+    status: Mapped[str] = mapped_column(String(20), default=RUNNING)
+    slot: Mapped[int] = mapped_column(Integer)
+    run_count: Mapped[int] = mapped_column(Integer, default=0)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class TraceScoreRow(Base):
+    """A trace's raw reward from one model: the latest published one."""
+
+    __tablename__ = "trace_scores"
+    __table_args__ = (Index("ix_trace_scores_owner_trace", "owner_id", "trace_id"),)
+
+    reward_model_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    trace_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(String(64))
+    reward_model_name: Mapped[str] = mapped_column(String(200))
+    trace_revision: Mapped[int] = mapped_column(BigInteger)
+    score: Mapped[float] = mapped_column(Float)
+    scoring_run_id: Mapped[str] = mapped_column(String(36))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class ActionScoreRow(Base):
+    """One action's learned score from one model, keyed by the immutable step id."""
+
+    __tablename__ = "action_scores"
+    __table_args__ = (Index("ix_action_scores_trace", "trace_id", "reward_model_id"),)
+
+    reward_model_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    step_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(String(64))
+    trace_id: Mapped[str] = mapped_column(String(36))
+    step_index: Mapped[int] = mapped_column(Integer)
+    reward_model_name: Mapped[str] = mapped_column(String(200))
+    trace_revision: Mapped[int] = mapped_column(BigInteger)
+    score: Mapped[float] = mapped_column(Float)
+    credit: Mapped[float] = mapped_column(Float)
+    scoring_run_id: Mapped[str] = mapped_column(String(36))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class PendingChangeRow(Base):
+    """A changed trace the sweep has seen and not acted on yet (it waits for its owner to go idle)."""
+
+    __tablename__ = "scoring_pending_changes"
+    __table_args__ = (Index("ix_scoring_pending_changes_owner", "owner_id", "seen_at"),)
+
+    trace_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(String(64))
+    revision: Mapped[int] = mapped_column(BigInteger)
+    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    # When the trace first waited: a newer revision moves `seen_at`, never this.
+    first_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class SweepCursorRow(Base):
+    """How far a sweep has read (ingest's change list, the check for deleted traces)."""
+
+    __tablename__ = "scoring_sweep_cursors"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    cursor: Mapped[str] = mapped_column(Text)
+
+
+@dataclass(frozen=True)
+class PublishedAction:
+    """One validated action score, ready to store."""
+
+    step_id: str
+    step_index: int
+    score: float
+    credit: float
+
+
+# --- runs -------------------------------------------------------------------------------------------
+
+
+def find_run(session: Session, owner_id: str, run_id: str) -> ScoringRunRow:
+    """The owner's run; another owner's is simply not found."""
+    row = session.get(ScoringRunRow, run_id)
+    if row is None or row.owner_id != owner_id:
+        raise NotFound(f"scoring run {run_id} not found")
+    return row
+
+
+def reporting_run(session: Session, owner_id: str, run_id: str, job_id: str) -> ScoringRunRow:
+    """The run a worker reports on, locked, while it is running in that job; anything else is refused."""
+    row = session.get(ScoringRunRow, run_id, with_for_update=True)
+    if row is None or row.owner_id != owner_id:
+        raise NotFound(f"scoring run {run_id} not found")
+    if row.status != RUNNING or row.job_id != job_id:
+        raise FailedPrecondition(f"scoring run {run_id} is {row.status} and no longer running in job {job_id}")
+    return row
+
+
+def covering_run(
+    session: Session, trace_id: str, model_id: str, revision: int, artifact_key: str
+) -> ScoringRunRow | None:
+    """The active run of this trace revision and model, else the newest succeeded one with this checkpoint."""
+    query = select(ScoringRunRow).where(
+        ScoringRunRow.trace_id == trace_id,
+        ScoringRunRow.reward_model_id == model_id,
+        ScoringRunRow.trace_revision == revision,
+    )
+    active = session.scalars(query.where(ScoringRunRow.status.in_(ACTIVE))).first()
+    if active is not None:
+        return active
+    succeeded = query.where(ScoringRunRow.status == SUCCEEDED, ScoringRunRow.artifact_key == artifact_key)
+    return session.scalars(succeeded.order_by(ScoringRunRow.created_at.desc())).first()
+
+
+def new_run(
+    model: ScoringModelRow, trace_id: str, revision: int, explicit: bool, status: str = QUEUED
+) -> ScoringRunRow:
+    """A run of `model` on one revision of one of its owner's traces."""
+    return ScoringRunRow(
+        id=new_id(),
+        owner_id=model.owner_id,
+        trace_id=trace_id,
+        trace_revision=revision,
+        reward_model_id=model.id,
+        reward_model_name=model.name,
+        artifact_key=model.artifact_key,
+        status=status,
+        explicit=explicit,
+        attempts=0,
+        permanent=False,
+        created_at=utc_now(),
+    )
+
+
+def has_run(session: Session, trace_id: str, model_id: str, revision: int) -> bool:
+    """Whether any run (in any state) covers this trace revision and model."""
+    query = select(ScoringRunRow.id).where(
+        ScoringRunRow.trace_id == trace_id,
+        ScoringRunRow.reward_model_id == model_id,
+        ScoringRunRow.trace_revision == revision,
+    )
+    return session.scalars(query.limit(1)).first() is not None
+
+
+def covered_revisions(session: Session, model_id: str) -> set[tuple[str, int]]:
+    """The (trace, revision) pairs a model has scored or is scoring."""
+    query = select(ScoringRunRow.trace_id, ScoringRunRow.trace_revision).where(
+        ScoringRunRow.reward_model_id == model_id, ScoringRunRow.status.in_((*ACTIVE, SUCCEEDED))
+    )
+    return {(trace_id, revision) for trace_id, revision in session.execute(query)}
+
+
+def latest_runs(session: Session, owner_id: str, trace_id: str) -> list[ScoringRunRow]:
+    """The newest run of each model on the owner's trace, by model name."""
+    rows = session.scalars(
+        select(ScoringRunRow)
+        .where(ScoringRunRow.owner_id == owner_id, ScoringRunRow.trace_id == trace_id)
+        .order_by(ScoringRunRow.created_at.desc(), ScoringRunRow.id)
+    )
+    latest: dict[str, ScoringRunRow] = {}
+    for row in rows:
+        latest.setdefault(row.reward_model_id, row)
+    return sorted(latest.values(), key=lambda row: (row.reward_model_name, row.reward_model_id))
+
+
+def finish_run(row: ScoringRunRow, status: str, error: str | None = None, permanent: bool = False) -> None:
+    """Settle a run."""
+    row.status, row.error, row.permanent, row.finished_at = status, error, permanent, utc_now()
+
+
+def requeue(session: Session, run_ids: Collection[str]) -> None:
+    """Put claimed runs back in the queue, their attempt not counted (a peer was out of reach)."""
+    session.execute(
+        update(ScoringRunRow)
+        .where(ScoringRunRow.id.in_(run_ids), ScoringRunRow.status == RUNNING)
+        .values(status=QUEUED, job_id=None, started_at=None, attempts=ScoringRunRow.attempts - 1)
+    )
+
+
+def retry_failed(session: Session, max_attempts: int) -> int:
+    """Queue again every retryable failed run that is still its trace and model's newest, up to `max_attempts`."""
+    newer = aliased(ScoringRunRow)
+    superseded = exists().where(
+        newer.trace_id == ScoringRunRow.trace_id,
+        newer.reward_model_id == ScoringRunRow.reward_model_id,
+        newer.created_at > ScoringRunRow.created_at,
+    )
+    retryable = select(ScoringRunRow.id).where(
+        ScoringRunRow.status == FAILED,
+        ScoringRunRow.permanent.is_(False),
+        ScoringRunRow.attempts < max_attempts,
+        ~superseded,
+    )
+    run_ids = list(session.scalars(retryable))
+    if run_ids:
+        session.execute(
+            update(ScoringRunRow)
+            .where(ScoringRunRow.id.in_(run_ids))
+            .values(status=QUEUED, error=None, job_id=None, started_at=None, finished_at=None)
+        )
+    return len(run_ids)
+
+
+# --- claiming ----------------------------------------------------------------------------------------
+
+
+def free_slot(session: Session, max_active: int) -> int | None:
+    """A job slot no running job holds, or None when `max_active` jobs are running."""
+    used = set(session.scalars(select(ScoringJobRow.slot).where(ScoringJobRow.status == RUNNING)))
+    return next((slot for slot in range(max_active) if slot not in used), None)
+
+
+def next_model(session: Session) -> str | None:
+    """The model whose queued run should be served next: an explicit request first, then the oldest."""
+    query = select(ScoringRunRow.reward_model_id).where(ScoringRunRow.status == QUEUED)
+    return session.scalars(
+        query.order_by(ScoringRunRow.explicit.desc(), ScoringRunRow.created_at, ScoringRunRow.id).limit(1)
+    ).first()
+
+
+def queued_runs(session: Session, model_id: str, limit: int) -> list[ScoringRunRow]:
+    """Up to `limit` queued runs of one model, explicit ones first, at most one per trace."""
+    rows = session.scalars(
+        select(ScoringRunRow)
+        .where(ScoringRunRow.status == QUEUED, ScoringRunRow.reward_model_id == model_id)
+        .order_by(ScoringRunRow.explicit.desc(), ScoringRunRow.created_at, ScoringRunRow.id)
+        .limit(limit * 4)
+    )
+    by_trace: dict[str, ScoringRunRow] = {}
+    for row in rows:
+        by_trace.setdefault(row.trace_id, row)
+    return list(by_trace.values())[:limit]
+
+
+def open_job(session: Session, owner_id: str, model_id: str, slot: int, run_ids: Sequence[str]) -> ScoringJobRow | None:
+    """Claim queued runs into a new job on `slot`; None when another claimer took every one of them."""
+    job = ScoringJobRow(id=new_id(), owner_id=owner_id, reward_model_id=model_id, slot=slot, created_at=utc_now())
+    session.add(job)
+    session.flush()
+    claimed = _changed(
+        session,
+        update(ScoringRunRow)
+        .where(ScoringRunRow.id.in_(run_ids), ScoringRunRow.status == QUEUED)
+        .values(status=RUNNING, job_id=job.id, started_at=utc_now(), attempts=ScoringRunRow.attempts + 1),
+    )
+    if claimed == 0:
+        session.delete(job)
+        return None
+    job.run_count = claimed
+    return job
+
+
+def job_runs(session: Session, job_id: str) -> list[ScoringRunRow]:
+    """The runs still running in a job, explicit ones first."""
+    query = select(ScoringRunRow).where(ScoringRunRow.job_id == job_id, ScoringRunRow.status == RUNNING)
+    return list(session.scalars(query.order_by(ScoringRunRow.explicit.desc(), ScoringRunRow.created_at)))
+
+
+def finish_job(session: Session, job_id: str, exit_code: int | None, unreported_error: str) -> list[str]:
+    """End a job: its runs that never reported fail with `unreported_error`; returns their ids.
+
+    A job succeeds when its worker exited with code 0 after reporting every run; `exit_code` is None
+    when the worker was stopped (overdue, or the scorer shutting down).
+    """
+    job = session.get(ScoringJobRow, job_id, with_for_update=True)
+    if job is None or job.status != RUNNING:
+        return []
+    unreported = job_runs(session, job_id)
+    for row in unreported:
+        finish_run(row, FAILED, unreported_error)
+    job.status = SUCCEEDED if exit_code == 0 and not unreported else FAILED
+    job.exit_code, job.finished_at = exit_code, utc_now()
+    job.error = unreported_error if job.status == FAILED else None
+    return [row.id for row in unreported]
+
+
+def overdue_jobs(session: Session, started_before: datetime) -> list[str]:
+    """Running jobs started before the cutoff (their worker is stuck, or its service went away)."""
+    query = select(ScoringJobRow.id).where(ScoringJobRow.status == RUNNING, ScoringJobRow.created_at < started_before)
+    return list(session.scalars(query))
+
+
+# --- scores ------------------------------------------------------------------------------------------
+
+
+def replace_scores(
+    session: Session, run: ScoringRunRow, actions: Sequence[PublishedAction], trace_score: float | None
+) -> None:
+    """Publish a run's scores in place of that trace's previous scores from that model."""
+    key = (run.reward_model_id, run.trace_id)
+    session.execute(delete(ActionScoreRow).where(*_of(ActionScoreRow, *key)))
+    session.execute(delete(TraceScoreRow).where(*_of(TraceScoreRow, *key)))
+    now = utc_now()
+    common: dict[str, Any] = {
+        "reward_model_id": run.reward_model_id,
+        "owner_id": run.owner_id,
+        "trace_id": run.trace_id,
+        "reward_model_name": run.reward_model_name,
+        "trace_revision": run.trace_revision,
+        "scoring_run_id": run.id,
+        "created_at": now,
+    }
+    session.add_all(
+        ActionScoreRow(
+            **common, step_id=action.step_id, step_index=action.step_index, score=action.score, credit=action.credit
+        )
+        for action in actions
+    )
+    if trace_score is not None:
+        session.add(TraceScoreRow(**common, score=trace_score))
+
+
+def _of(table: type[ActionScoreRow] | type[TraceScoreRow], model_id: str, trace_id: str) -> tuple[Any, Any]:
+    return table.reward_model_id == model_id, table.trace_id == trace_id
+
+
+def trace_scores(session: Session, owner_id: str, trace_id: str) -> list[TraceScoreRow]:
+    """The owner's trace score from each model, by model name."""
+    query = select(TraceScoreRow).where(TraceScoreRow.owner_id == owner_id, TraceScoreRow.trace_id == trace_id)
+    return list(session.scalars(query.order_by(TraceScoreRow.reward_model_name, TraceScoreRow.reward_model_id)))
+
+
+def action_scores(session: Session, owner_id: str, trace_id: str, model_id: str | None) -> list[ActionScoreRow]:
+    """The owner's action scores of a trace (from one model), by model name, then in step order."""
+    query = select(ActionScoreRow).where(ActionScoreRow.owner_id == owner_id, ActionScoreRow.trace_id == trace_id)
+    if model_id is not None:
+        query = query.where(ActionScoreRow.reward_model_id == model_id)
+    order = (ActionScoreRow.reward_model_name, ActionScoreRow.reward_model_id, ActionScoreRow.step_index)
+    return list(session.scalars(query.order_by(*order)))
+
+
+def latest_trace_scores(session: Session, owner_id: str, trace_ids: Sequence[str]) -> dict[str, TraceScoreRow]:
+    """The newest trace score of each listed trace that has one."""
+    query = select(TraceScoreRow).where(TraceScoreRow.owner_id == owner_id, TraceScoreRow.trace_id.in_(trace_ids))
+    latest: dict[str, TraceScoreRow] = {}
+    for row in session.scalars(query.order_by(TraceScoreRow.created_at.desc(), TraceScoreRow.reward_model_id)):
+        latest.setdefault(row.trace_id, row)
+    return latest
+
+
+def has_action_scores(session: Session, owner_id: str, trace_id: str) -> bool:
+    """Whether any model has published action scores for the trace."""
+    query = select(ActionScoreRow.step_id).where(
+        ActionScoreRow.owner_id == owner_id, ActionScoreRow.trace_id == trace_id
+    )
+    return session.scalars(query.limit(1)).first() is not None
+
+
+def drop_removed_steps(session: Session, owner_id: str, trace_id: str, step_ids: Collection[str]) -> int:
+    """Delete the action scores of the trace's steps that no longer exist; returns how many."""
+    statement = delete(ActionScoreRow).where(
+        ActionScoreRow.owner_id == owner_id,
+        ActionScoreRow.trace_id == trace_id,
+        ActionScoreRow.step_id.not_in(step_ids),
+    )
+    return _changed(session, statement)
+
+
+def forget_trace(session: Session, owner_id: str, trace_id: str) -> None:
+    """Drop everything the scorer keeps about a deleted trace."""
+    for table in (ActionScoreRow, TraceScoreRow, ScoringRunRow, PendingChangeRow):
+        session.execute(delete(table).where(table.owner_id == owner_id, table.trace_id == trace_id))
+
+
+def scored_traces_after(session: Session, after_trace_id: str, limit: int) -> list[tuple[str, str]]:
+    """(owner, trace) of traces with scoring runs, in trace id order after `after_trace_id`."""
+    query = (
+        select(ScoringRunRow.owner_id, ScoringRunRow.trace_id)
+        .where(ScoringRunRow.trace_id > after_trace_id)
+        .group_by(ScoringRunRow.owner_id, ScoringRunRow.trace_id)
+        .order_by(ScoringRunRow.trace_id)
+        .limit(limit)
+    )
+    return [(owner_id, trace_id) for owner_id, trace_id in session.execute(query)]
+
+
+# --- models ------------------------------------------------------------------------------------------
+
+
+def remember_model(
+    session: Session, model_id: str, owner_id: str, name: str, artifact_key: str, scores_actions: bool
+) -> ScoringModelRow:
+    """Record a succeeded model as ready (a model seen for the first time is backfilled by the sweep)."""
+    row = session.get(ScoringModelRow, model_id)
+    if row is None:
+        row = ScoringModelRow(id=model_id, owner_id=owner_id, ready_at=utc_now())
+        session.add(row)
+    row.name, row.artifact_key, row.scores_actions = name, artifact_key, scores_actions
+    return row
+
+
+def ready_action_models(session: Session, owner_id: str) -> list[ScoringModelRow]:
+    """The owner's models that score actions."""
+    query = select(ScoringModelRow).where(ScoringModelRow.owner_id == owner_id, ScoringModelRow.scores_actions)
+    return list(session.scalars(query.order_by(ScoringModelRow.ready_at)))
+
+
+def models_to_backfill(session: Session) -> list[ScoringModelRow]:
+    """Action models whose owner's traces have not all been queued yet."""
+    query = select(ScoringModelRow).where(ScoringModelRow.scores_actions, ScoringModelRow.backfilled_at.is_(None))
+    return list(session.scalars(query.order_by(ScoringModelRow.ready_at)))
+
+
+def request_backfill(session: Session, model_id: str) -> None:
+    """Have the sweep queue every trace of the model's owner again (those it has not scored yet)."""
+    session.execute(update(ScoringModelRow).where(ScoringModelRow.id == model_id).values(backfilled_at=None))
+
+
+# --- the background sweep ----------------------------------------------------------------------------
+
+
+def note_change(session: Session, owner_id: str, trace_id: str, revision: int) -> None:
+    """Remember a changed trace; a newer revision restarts its owner's debounce."""
+    row = session.get(PendingChangeRow, trace_id)
+    if row is None:
+        now = utc_now()
+        session.add(
+            PendingChangeRow(trace_id=trace_id, owner_id=owner_id, revision=revision, seen_at=now, first_seen_at=now)
+        )
+    elif revision > row.revision:
+        row.revision, row.seen_at = revision, utc_now()
+
+
+def due_changes(session: Session, idle_since: datetime, waiting_since: datetime) -> list[PendingChangeRow]:
+    """The pending changes of every owner that has made no change since `idle_since`, or that has had a
+    change waiting since `waiting_since` (an owner who never stops changing traces is scored all the same)."""
+    idle_owners = (
+        select(PendingChangeRow.owner_id)
+        .group_by(PendingChangeRow.owner_id)
+        .having(
+            or_(
+                func.max(PendingChangeRow.seen_at) <= idle_since,
+                func.min(PendingChangeRow.first_seen_at) <= waiting_since,
+            )
+        )
+    )
+    query = select(PendingChangeRow).where(PendingChangeRow.owner_id.in_(idle_owners))
+    return list(session.scalars(query.order_by(PendingChangeRow.owner_id, PendingChangeRow.seen_at)))
+
+
+def settle_change(session: Session, trace_id: str, revision: int) -> None:
+    """Forget a pending change once acted on, unless a newer revision arrived meanwhile."""
+    session.execute(
+        delete(PendingChangeRow).where(PendingChangeRow.trace_id == trace_id, PendingChangeRow.revision <= revision)
+    )
+
+
+def load_cursor(session: Session, name: str) -> str:
+    """A sweep's cursor; empty before its first pass."""
+    row = session.get(SweepCursorRow, name)
+    return row.cursor if row else ""
+
+
+def save_cursor(session: Session, name: str, cursor: str) -> None:
+    """Remember how far a sweep has read."""
+    session.merge(SweepCursorRow(name=name, cursor=cursor))
+
+
+def _changed(session: Session, statement: Update | Delete) -> int:
+    """How many rows an UPDATE or DELETE changed."""
+    result = session.execute(statement)
+    assert isinstance(result, CursorResult)  # DML without RETURNING answers with a cursor result
+    return result.rowcount
