@@ -49,6 +49,8 @@ def stack(
         # The packaged model keeps this test offline; the cluster default is Qwen/Qwen3-0.6B.
         STASH_TRAINER_BASE_MODEL="sentence-transformers/all-MiniLM-L6-v2",
         STASH_TRAINER_MAX_LENGTH="128",
+        # A CUDA host would train on its GPU by default; `metrics.device == "cpu"` below holds on any host.
+        STASH_TRAINER_DEVICE="cpu",
         STASH_S3_BUCKET=bucket,
         STASH_S3_ENDPOINT_URL=s3_endpoint_url,
         STASH_S3_REGION="us-east-1",

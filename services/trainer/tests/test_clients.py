@@ -1,4 +1,4 @@
-"""The edge to ingest and the labeler: their messages as the trainer's dataclasses, their failures as Unavailable."""
+"""The edge to ingest, the labeler and the scorer: messages as the trainer's dataclasses, failures as its errors."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2
-from stash_common.errors import InvalidArgument, Unavailable
+from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2, scorer_pb2
+from stash_common.errors import FailedPrecondition, InvalidArgument, NotFound, StashError, Unavailable
 from stash_common.steps import TraceStep
-from stash_trainer.clients import TraceClient, trace_from_proto
+from stash_trainer.clients import ScoreClient, TraceClient, trace_from_proto, training_scores_to_proto
+from stash_trainer.jobs import ActionScore, PublishedScores, TrainingScores
 from stash_trainer.pairs.inputs import Annotation, StepCredit
 
 
@@ -24,6 +25,7 @@ def _struct(value: dict) -> struct_pb2.Struct:
 def _trace() -> common_pb2.Trace:
     return common_pb2.Trace(
         id="t1",
+        revision=3,
         steps=[
             common_pb2.Step(id="s0", index=0, role=common_pb2.STEP_ROLE_USER, content="Where is order 1182?"),
             common_pb2.Step(
@@ -136,3 +138,83 @@ def test_first_unowned_reads_every_page_and_names_the_first_missing_trace() -> N
 
     assert client.first_unowned("owner", ["t1", "t2", "t3"]) is None
     assert client.first_unowned("owner", ["t3", "t9", "t1", "t8"]) == "t9"
+
+
+def test_trace_from_proto_keeps_the_revision_it_read() -> None:
+    assert trace_from_proto(_trace(), [], None).revision == 3
+
+
+def test_training_scores_become_a_message_without_a_trace_score_when_there_is_none() -> None:
+    scores = TrainingScores("t1", 3, None, (ActionScore("s1", 0.25, -0.5), ActionScore("s3", 1.5, 0.75)))
+
+    message = training_scores_to_proto(scores)
+
+    assert (message.trace_id, message.trace_revision, message.HasField("trace_score")) == ("t1", 3, False)
+    assert [(a.step_id, a.score, a.credit) for a in message.action_scores] == [("s1", 0.25, -0.5), ("s3", 1.5, 0.75)]
+    assert training_scores_to_proto(TrainingScores("t2", 1, -0.125, ())).trace_score == -0.125
+
+
+class _RecordingScorer:
+    def __init__(self) -> None:
+        self.requests: list[scorer_pb2.PublishTrainingScoresRequest] = []
+
+    def PublishTrainingScores(
+        self, request: scorer_pb2.PublishTrainingScoresRequest, timeout: float
+    ) -> scorer_pb2.PublishTrainingScoresResponse:
+        self.requests.append(request)
+        return scorer_pb2.PublishTrainingScoresResponse(published_traces=1, rejected_traces=1)
+
+
+def test_the_score_client_publishes_every_trace_and_returns_the_counts() -> None:
+    scorer = _RecordingScorer()
+    traces = [TrainingScores("t1", 3, 0.5, (ActionScore("s1", 0.25, -0.5),)), TrainingScores("t2", 1, None, ())]
+
+    published = ScoreClient(scorer).publish_training_scores("owner", "m1", traces)
+
+    assert published == PublishedScores(published=1, rejected=1)
+    (request,) = scorer.requests
+    assert (request.owner_id, request.reward_model_id) == ("owner", "m1")
+    assert [trace.trace_id for trace in request.traces] == ["t1", "t2"]
+
+
+class _Failing(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self._code = code
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return "why"
+
+
+class _FailingScorer:
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self.code = code
+
+    def PublishTrainingScores(
+        self, request: scorer_pb2.PublishTrainingScoresRequest, timeout: float
+    ) -> scorer_pb2.PublishTrainingScoresResponse:
+        raise _Failing(self.code)
+
+
+@pytest.mark.parametrize(
+    ("code", "error", "message"),
+    [
+        (grpc.StatusCode.UNAVAILABLE, Unavailable, "the scorer is out of reach: UNAVAILABLE: why"),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, Unavailable, "the scorer is out of reach: DEADLINE_EXCEEDED: why"),
+        (grpc.StatusCode.NOT_FOUND, NotFound, "why"),
+        (grpc.StatusCode.FAILED_PRECONDITION, FailedPrecondition, "why"),
+        (grpc.StatusCode.INVALID_ARGUMENT, InvalidArgument, "why"),
+        (grpc.StatusCode.UNIMPLEMENTED, StashError, "the scorer answered UNIMPLEMENTED: why"),
+    ],
+)
+def test_a_failed_publication_becomes_the_platform_error_of_its_status(
+    code: grpc.StatusCode, error: type[StashError], message: str
+) -> None:
+    client = ScoreClient(_FailingScorer(code))
+
+    with pytest.raises(error) as raised:
+        client.publish_training_scores("owner", "m1", [])
+
+    assert type(raised.value) is error and raised.value.message == message

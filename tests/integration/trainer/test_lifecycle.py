@@ -1,4 +1,5 @@
-"""The reward-model lifecycle on PostgreSQL: claims, retries, remote job reports and the recovery sweep."""
+"""The reward-model lifecycle on PostgreSQL: claims, retries, remote job reports, the recovery sweep, and the
+publication of a succeeded model's training scores to a scorer on a real gRPC port."""
 
 import json
 from collections.abc import Iterator
@@ -10,18 +11,22 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from stash.rm.v1 import common_pb2, trainer_pb2, trainer_pb2_grpc
+from stash.rm.v1 import common_pb2, scorer_pb2, scorer_pb2_grpc, trainer_pb2, trainer_pb2_grpc
 from stash_common.channels import open_channel
 from stash_common.coordination import InProcessWakeups
 from stash_common.db import make_engine, make_sessions, transaction, upgrade, utc_now
 from stash_common.errors import FailedPrecondition
 from stash_common.launcher import LocalSubprocessLauncher
 from stash_common.server import start
+from stash_common.steps import TraceStep
 from stash_common.storage import LocalObjectStore
 from stash_common.training_metrics import TRAINING_METRIC_KEYS
 from stash_trainer import store
 from stash_trainer.api import TrainerServicer
-from stash_trainer.jobs import WORKER_MODULE, Dispatcher, JobSettings
+from stash_trainer.clients import ScoreClient
+from stash_trainer.jobs import TRACE_REVISIONS, WORKER_MODULE, Dispatcher, JobSettings
+from stash_trainer.pairs.inputs import Annotation, SourceTrace
+from support.processes import free_port
 
 OWNER = "owner-a"
 
@@ -103,16 +108,29 @@ def test_the_sweep_fails_interrupted_submissions_and_overdue_jobs(sessions: Any)
 
 
 @pytest.fixture
-def trainer(sessions: Any, tmp_path: Any) -> Iterator[Any]:
-    objects = LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32)
-    dispatcher = Dispatcher(
+def unreachable_scorer() -> Iterator[ScoreClient]:
+    """A scorer client whose address nothing listens on."""
+    channel = open_channel(f"127.0.0.1:{free_port()}")
+    yield ScoreClient(scorer_pb2_grpc.ScorerServiceStub(channel))
+    channel.close()
+
+
+def _dispatcher(sessions: Any, scores: ScoreClient, tmp_path: Path, traces: Any = None, **settings: Any) -> Dispatcher:
+    return Dispatcher(
         sessions,
-        None,
-        objects,
+        traces,
+        scores,
+        LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32),
         LocalSubprocessLauncher(WORKER_MODULE),
         InProcessWakeups(),
-        JobSettings(tmp_path / "jobs"),
+        JobSettings(tmp_path / "jobs", **settings),
     )
+
+
+@pytest.fixture
+def trainer(sessions: Any, tmp_path: Any, unreachable_scorer: ScoreClient) -> Iterator[Any]:
+    dispatcher = _dispatcher(sessions, unreachable_scorer, tmp_path)
+    objects = dispatcher.objects
     servicer = TrainerServicer(sessions, None, objects, dispatcher, "base", "local")
 
     def register(server: grpc.Server) -> list[str]:
@@ -204,26 +222,133 @@ def test_a_remote_job_reporting_other_metric_keys_is_refused_and_keeps_running(s
         assert session.get(store.RewardModelRow, model_id).status == "running"
 
 
-def test_a_local_result_with_other_metric_keys_fails_the_model(sessions: Any, tmp_path: Path) -> None:
+def test_a_local_result_with_other_metric_keys_fails_the_model(
+    sessions: Any, tmp_path: Path, unreachable_scorer: ScoreClient
+) -> None:
     model_id = _queued(sessions)
     with transaction(sessions) as session:
         job_id = store.claim(session, model_id)
     job_dir = tmp_path / "jobs" / job_id
     job_dir.mkdir(parents=True)
     (job_dir / "result.json").write_text(json.dumps({"metrics": {"train_pairs": 10}}))
-    objects = LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32)
-    dispatcher = Dispatcher(
-        sessions,
-        None,
-        objects,
-        LocalSubprocessLauncher(WORKER_MODULE),
-        InProcessWakeups(),
-        JobSettings(tmp_path / "jobs"),
-    )
 
-    dispatcher.finish(model_id, job_id, job_dir)
+    _dispatcher(sessions, unreachable_scorer, tmp_path).finish(model_id, job_id, job_dir)
 
     with transaction(sessions) as session:
         row = session.get(store.RewardModelRow, model_id)
         assert (row.status, row.metrics, row.artifact_key) == ("failed", None, None)
         assert row.error.startswith("the worker's result.json is unusable: metrics: missing action_eval_accuracy,")
+
+
+class _RecordingScorer(scorer_pb2_grpc.ScorerServiceServicer):
+    """Stands in for the scorer: records each publication and the model's status when it arrived."""
+
+    def __init__(self, sessions: Any) -> None:
+        self.sessions = sessions
+        self.requests: list[scorer_pb2.PublishTrainingScoresRequest] = []
+        self.statuses: list[str] = []
+
+    def PublishTrainingScores(
+        self, request: scorer_pb2.PublishTrainingScoresRequest, context: grpc.ServicerContext
+    ) -> scorer_pb2.PublishTrainingScoresResponse:
+        with transaction(self.sessions) as session:
+            self.statuses.append(session.get(store.RewardModelRow, request.reward_model_id).status)
+        self.requests.append(request)
+        return scorer_pb2.PublishTrainingScoresResponse(published_traces=len(request.traces))
+
+
+@pytest.fixture
+def recording_scorer(sessions: Any) -> Iterator[tuple[_RecordingScorer, ScoreClient]]:
+    recorder = _RecordingScorer(sessions)
+
+    def register(server: grpc.Server) -> list[str]:
+        scorer_pb2_grpc.add_ScorerServiceServicer_to_server(recorder, server)
+        return ["stash.rm.v1.ScorerService"]
+
+    running = start(register, "127.0.0.1", 0)
+    channel = open_channel(f"127.0.0.1:{running.port}")
+    yield recorder, ScoreClient(scorer_pb2_grpc.ScorerServiceStub(channel))
+    channel.close()
+    running.stop(0)
+
+
+def _finished_job_dir(sessions: Any, tmp_path: Path) -> tuple[str, str, Path]:
+    """A claimed model whose worker succeeded, scoring two actions of t1 and the whole of t1 (t2 had nothing)."""
+    model_id = _queued(sessions)
+    with transaction(sessions) as session:
+        job_id = store.claim(session, model_id)
+    job_dir = tmp_path / "jobs" / job_id
+    (job_dir / "model").mkdir(parents=True)
+    (job_dir / "model" / "config.json").write_text("{}")
+    (job_dir / "job.json").write_text(json.dumps({"kind": "train", TRACE_REVISIONS: {"t1": 3, "t2": 1}}))
+    metrics = {**dict.fromkeys(TRAINING_METRIC_KEYS), "train_pairs": 10, "action_scoring_version": 1}
+    (job_dir / "result.json").write_text(json.dumps({"metrics": metrics}))
+    (job_dir / "scores.jsonl").write_text(json.dumps({"trace_id": "t1", "score": 0.5}) + "\n")
+    actions = [("s1", 1.5, 0.25), ("s3", -0.5, -0.75)]
+    (job_dir / "action_scores.jsonl").write_text(
+        "".join(json.dumps({"trace_id": "t1", "step_id": s, "score": v, "credit": c}) + "\n" for s, v, c in actions)
+    )
+    return model_id, job_id, job_dir
+
+
+def test_a_succeeded_model_publishes_its_training_scores_after_it_is_recorded(
+    sessions: Any, tmp_path: Path, recording_scorer: tuple[_RecordingScorer, ScoreClient]
+) -> None:
+    recorder, client = recording_scorer
+    model_id, job_id, job_dir = _finished_job_dir(sessions, tmp_path)
+
+    _dispatcher(sessions, client, tmp_path).finish(model_id, job_id, job_dir)
+
+    (request,) = recorder.requests
+    assert recorder.statuses == [store.SUCCEEDED]
+    assert (request.owner_id, request.reward_model_id) == (OWNER, model_id)
+    first, second = request.traces
+    assert (first.trace_id, first.trace_revision, first.trace_score) == ("t1", 3, 0.5)
+    assert [(a.step_id, a.score, a.credit) for a in first.action_scores] == [("s1", 1.5, 0.25), ("s3", -0.5, -0.75)]
+    assert (second.trace_id, second.trace_revision, second.HasField("trace_score")) == ("t2", 1, False)
+    assert list(second.action_scores) == []
+    assert not job_dir.exists()
+
+
+def test_an_unreachable_scorer_leaves_the_model_succeeded(
+    sessions: Any, tmp_path: Path, unreachable_scorer: ScoreClient
+) -> None:
+    model_id, job_id, job_dir = _finished_job_dir(sessions, tmp_path)
+
+    _dispatcher(sessions, unreachable_scorer, tmp_path).finish(model_id, job_id, job_dir)
+
+    with transaction(sessions) as session:
+        row = session.get(store.RewardModelRow, model_id)
+        assert (row.status, row.error) == (store.SUCCEEDED, None)
+        assert row.artifact_key == f"reward-models/{OWNER}/{model_id}.tar.gz"
+    assert not job_dir.exists()
+
+
+class _RatedTraces:
+    """Stands in for ingest and the labeler: each trace at its own revision, its lookup rated + and its answer −."""
+
+    def source_trace(self, owner_id: str, trace_id: str) -> SourceTrace:
+        steps = (
+            TraceStep("u", 0, "user", f"I want a refund ({trace_id})"),
+            TraceStep(f"{trace_id}-call", 1, "assistant", "", "lookup_order", {"order_id": trace_id}, "c1"),
+            TraceStep("r", 2, "tool", "delivered", "lookup_order", None, "c1"),
+            TraceStep(f"{trace_id}-answer", 3, "assistant", "I cannot help with that."),
+        )
+        ratings = (Annotation("a1", f"{trace_id}-call", 1, None), Annotation("a2", f"{trace_id}-answer", -1, None))
+        return SourceTrace(trace_id, steps, ratings, revision={"t1": 7, "t2": 2}[trace_id])
+
+
+def test_the_job_directory_keeps_the_revisions_read_and_the_device(
+    sessions: Any, tmp_path: Path, unreachable_scorer: ScoreClient
+) -> None:
+    model_id = _queued(sessions)
+    with transaction(sessions) as session:
+        job_id = store.claim(session, model_id)
+
+    dispatcher = _dispatcher(sessions, unreachable_scorer, tmp_path, _RatedTraces(), device="cpu")
+    job_dir = dispatcher.prepare(model_id, job_id)
+
+    job = json.loads((job_dir / "job.json").read_text())
+    assert (job["device"], job[TRACE_REVISIONS]) == ("cpu", {"t1": 7, "t2": 2})
+    items = [json.loads(line) for line in (job_dir / "action_score_items.jsonl").read_text().splitlines()]
+    assert [item["step_id"] for item in items] == ["t1-call", "t1-answer", "t2-call", "t2-answer"]

@@ -1,28 +1,41 @@
-"""The trainer's client of ingest and the labeler: their messages become the trainer's own dataclasses here.
+"""The trainer's clients of ingest, the labeler and the scorer: their messages meet the trainer's dataclasses here.
 
 Pair building and the job policy see only `SourceTrace`, `Annotation` and `StepCredit`
-(`pairs/inputs.py`), never a `stash.rm.v1` message or a gRPC error: this module is the edge where
-one becomes the other. A failed call becomes `Unavailable` naming the peer's status, so the
-dispatcher can record it as the model's error and the servicer can answer with it.
+(`pairs/inputs.py`) and `TrainingScores` (`jobs.py`), never a `stash.rm.v1` message or a gRPC error:
+this module is the edge where one becomes the other. A failed read becomes `Unavailable` naming the
+peer's status, so the dispatcher can record it as the model's error and the servicer can answer with
+it. A failed publication becomes the `stash_common.errors` type of its status (`Unavailable` when the
+scorer is out of reach), so the dispatcher can tell an outage from a refusal in its log.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 import grpc
 
-from stash.rm.v1 import common_pb2, ingest_pb2, ingest_pb2_grpc, labeler_pb2, labeler_pb2_grpc
-from stash_common.errors import InvalidArgument, Unavailable
+from stash.rm.v1 import (
+    common_pb2,
+    ingest_pb2,
+    ingest_pb2_grpc,
+    labeler_pb2,
+    labeler_pb2_grpc,
+    scorer_pb2,
+    scorer_pb2_grpc,
+)
+from stash_common.errors import FailedPrecondition, InvalidArgument, NotFound, StashError, Unavailable
 from stash_common.step_messages import step_from_proto
 from stash_common.steps import TraceStep
+from stash_trainer.jobs import PublishedScores, TrainingScores
 from stash_trainer.pairs.inputs import Annotation, SourceTrace, StepCredit
 
 LIST_TIMEOUT_S = 30
 READ_TIMEOUT_S = 60
+PUBLISH_TIMEOUT_S = 60
 LIST_PAGE_LIMIT = 500
+_OUT_OF_REACH = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 class TraceClient:
@@ -59,6 +72,53 @@ class TraceClient:
                 if not page.traces or request.page.offset >= page.page_info.total:
                     break
         return next((trace_id for trace_id in trace_ids if trace_id not in owned), None)
+
+
+class ScoreClient:
+    """Hands the scorer the scores a succeeded training job computed for its selected traces."""
+
+    def __init__(self, scorer: scorer_pb2_grpc.ScorerServiceStub) -> None:
+        self.scorer = scorer
+
+    def publish_training_scores(
+        self, owner_id: str, reward_model_id: str, traces: Sequence[TrainingScores]
+    ) -> PublishedScores:
+        """Publish the scores, which also tells the scorer that the model is ready for background scoring."""
+        request = scorer_pb2.PublishTrainingScoresRequest(
+            owner_id=owner_id, reward_model_id=reward_model_id, traces=[training_scores_to_proto(t) for t in traces]
+        )
+        try:
+            response = self.scorer.PublishTrainingScores(request, timeout=PUBLISH_TIMEOUT_S)
+        except grpc.RpcError as error:
+            raise scorer_error(error) from error
+        return PublishedScores(published=response.published_traces, rejected=response.rejected_traces)
+
+
+def scorer_error(error: grpc.RpcError) -> StashError:
+    """The platform error of a failed scorer call, keeping the scorer's message."""
+    code, details = error.code(), error.details() or error.code().name
+    if code in _OUT_OF_REACH:
+        return Unavailable(f"the scorer is out of reach: {code.name}: {details}")
+    if code == grpc.StatusCode.NOT_FOUND:
+        return NotFound(details)
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        return FailedPrecondition(details)
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidArgument("", details)
+    return StashError(f"the scorer answered {code.name}: {details}")
+
+
+def training_scores_to_proto(scores: TrainingScores) -> scorer_pb2.TrainingTraceScores:
+    """One trace's training scores as a `stash.rm.v1.TrainingTraceScores`."""
+    return scorer_pb2.TrainingTraceScores(
+        trace_id=scores.trace_id,
+        trace_revision=scores.trace_revision,
+        trace_score=scores.trace_score,
+        action_scores=[
+            scorer_pb2.ActionScoreResult(step_id=action.step_id, score=action.score, credit=action.credit)
+            for action in scores.action_scores
+        ],
+    )
 
 
 @contextmanager
@@ -109,7 +169,13 @@ def trace_from_proto(
                 "annotations", f"annotation {annotation.id} belongs to trace {annotation.trace_id}, not {trace.id}"
             )
         own.append(annotation_from_proto(annotation))
-    return SourceTrace(id=trace.id, steps=steps, annotations=tuple(own), credits=_credits(steps, evaluation))
+    return SourceTrace(
+        id=trace.id,
+        steps=steps,
+        annotations=tuple(own),
+        credits=_credits(steps, evaluation),
+        revision=trace.revision,
+    )
 
 
 def _credits(steps: tuple[TraceStep, ...], evaluation: labeler_pb2.TraceEvaluation | None) -> tuple[StepCredit, ...]:

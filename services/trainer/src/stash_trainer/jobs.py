@@ -7,7 +7,15 @@ writes the job directory of the spec's contract and launches the worker. When th
 `result.json` becomes the model's metrics (exactly the shared training metric keys), the checkpoint
 archive goes to object storage under `reward-models/<owner_id>/<model_id>.tar.gz`, and the model
 succeeds; otherwise it fails with the worker's error. A recovery sweep fails interrupted submissions
-and overdue jobs. This is policy, not transport: no gRPC and no `stash.rm.v1` message reaches it
+and overdue jobs.
+
+The scores the worker computed for the selected traces (`scores.jsonl`, `action_scores.jsonl`) are
+read before the directory goes and published through a `ScorePublisher`, at the trace revisions the
+dispatcher read (kept in `job.json`, which the worker ignores), only after the model is recorded as
+succeeded: a trained checkpoint outweighs its scores, so a scorer out of reach is logged, fails
+nothing, and leaves those traces to the scorer's own background scoring.
+
+This is policy, not transport: no gRPC and no `stash.rm.v1` message reaches it
 (`stash_trainer.clients` is the edge), which an import-linter contract keeps true.
 """
 
@@ -17,28 +25,31 @@ import shutil
 import tarfile
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from time import monotonic
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import orjson
 import structlog
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash_common.coordination import Wakeups
 from stash_common.db import transaction, utc_now
 from stash_common.errors import InvalidArgument, StashError
+from stash_common.job_files import read_jsonl
 from stash_common.launcher import Launcher, RunningJob
 from stash_common.queue_loop import QueueLoop
+from stash_common.rendering import is_rendered, render_example, render_trace
 from stash_common.storage import ObjectStore
 from stash_common.training_metrics import check_training_metrics
 from stash_trainer import store
 from stash_trainer.pairs.dataset import PairSet, build_pairs, check_trainable
 from stash_trainer.pairs.feedback import FeedbackExtractor
 from stash_trainer.pairs.inputs import SourceTrace
-from stash_trainer.pairs.rendering import is_rendered, render_example, render_trace
 from stash_trainer.worker import job as contract
 
 log = structlog.get_logger()
@@ -46,6 +57,9 @@ log = structlog.get_logger()
 WORKER_MODULE = "stash_trainer.worker"
 WAKEUP_TOPIC = "trainer.models"
 POLL_S = 1.0
+# The key of job.json under which the dispatcher keeps the revision of each selected trace it read.
+TRACE_REVISIONS = "trace_revisions"
+Row = TypeVar("Row", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -60,6 +74,34 @@ class JobSettings:
     submit_timeout: timedelta = timedelta(minutes=35)
     job_timeout: timedelta = timedelta(minutes=70)
     sweep_interval_s: float = 30.0
+    device: str = "auto"  # what the worker trains on: auto (CUDA, then MPS, then CPU), cpu, cuda or mps
+
+
+@dataclass(frozen=True)
+class ActionScore:
+    """The raw reward and display credit a training job computed for one action."""
+
+    step_id: str
+    score: float
+    credit: float
+
+
+@dataclass(frozen=True)
+class TrainingScores:
+    """What a succeeded training job computed for one selected trace, at the revision the dispatcher read."""
+
+    trace_id: str
+    trace_revision: int
+    trace_score: float | None
+    action_scores: tuple[ActionScore, ...]
+
+
+@dataclass(frozen=True)
+class PublishedScores:
+    """How many traces the scorer published, and how many its validation refused."""
+
+    published: int
+    rejected: int
 
 
 class TraceSource(Protocol):
@@ -67,6 +109,16 @@ class TraceSource(Protocol):
 
     def source_trace(self, owner_id: str, trace_id: str) -> SourceTrace:
         """One selected trace with what supervises it; an unreachable peer raises `Unavailable`."""
+        ...
+
+
+class ScorePublisher(Protocol):
+    """Where a succeeded model's training scores go (the scorer, through `stash_trainer.clients`)."""
+
+    def publish_training_scores(
+        self, owner_id: str, reward_model_id: str, traces: Sequence[TrainingScores]
+    ) -> PublishedScores:
+        """Publish the scores; a scorer out of reach raises `Unavailable`, a refusal another `StashError`."""
         ...
 
 
@@ -82,6 +134,7 @@ class Dispatcher:
         self,
         sessions: sessionmaker[Session],
         traces: TraceSource,
+        scores: ScorePublisher,
         objects: ObjectStore,
         launcher: Launcher,
         wakeups: Wakeups,
@@ -90,6 +143,7 @@ class Dispatcher:
     ) -> None:
         self.sessions = sessions
         self.traces = traces
+        self.scores = scores
         self.objects = objects
         self.launcher = launcher
         self.wakeups = wakeups
@@ -179,6 +233,8 @@ class Dispatcher:
             "max_length": self.settings.max_length,
             "batch_size": self.settings.batch_size,
             "learning_rate": self.settings.learning_rate,
+            "device": self.settings.device,
+            TRACE_REVISIONS: {trace.id: trace.revision for trace in traces},
         }
         return write_job_dir(self.settings.artifact_dir / job_id, job, pair_set, traces)
 
@@ -211,7 +267,7 @@ class Dispatcher:
             log.warning("training progress not recorded", reward_model_id=model_id, exc_info=True)
 
     def finish(self, model_id: str, job_id: str, job_dir: Path) -> None:
-        """Upload the checkpoint and record the metrics; a worker's error or metrics of other keys fail the model."""
+        """Upload the checkpoint, record the metrics, publish the scores; a worker's error or bad metrics fail it."""
         result = orjson.loads((job_dir / contract.RESULT_FILE).read_bytes())
         if "error" in result:
             self._fail(model_id, job_id, str(result["error"]))
@@ -225,6 +281,7 @@ class Dispatcher:
             owner_id = store.running_job(session, model_id, job_id).owner_id
         key = archive_key(owner_id, model_id)
         upload_archive(self.objects, key, job_dir / contract.MODEL_DIR)
+        scores = self._training_scores(model_id, job_dir)
         with transaction(self.sessions) as session:
             row = store.running_job(session, model_id, job_id)
             row.metrics, row.artifact_key = result["metrics"], key
@@ -232,6 +289,30 @@ class Dispatcher:
             store.finish(row, store.SUCCEEDED)
         shutil.rmtree(job_dir, ignore_errors=True)  # scratch space: the archive is in object storage now
         log.info("reward model trained", reward_model_id=model_id, metrics=result["metrics"])
+        self.publish(owner_id, model_id, scores)
+
+    def publish(self, owner_id: str, model_id: str, traces: Sequence[TrainingScores]) -> None:
+        """Hand the scorer a succeeded model's training scores; a scorer that cannot take them fails nothing."""
+        try:
+            published = self.scores.publish_training_scores(owner_id, model_id, traces)
+        except StashError as error:
+            # The model is trained and recorded; the scorer's background scoring covers these traces instead.
+            log.warning("training scores not published", reward_model_id=model_id, error=error.message)
+            return
+        log.info(
+            "training scores published",
+            reward_model_id=model_id,
+            published_traces=published.published,
+            rejected_traces=published.rejected,
+        )
+
+    def _training_scores(self, model_id: str, job_dir: Path) -> list[TrainingScores]:
+        try:
+            return read_training_scores(job_dir)
+        except StashError as error:
+            # Publishing none still tells the scorer the model is ready, and it scores these traces itself.
+            log.warning("the training job's scores are unusable", reward_model_id=model_id, error=error.message)
+            return []
 
     def _fail(self, model_id: str, job_id: str, error: str) -> None:
         with transaction(self.sessions) as session:
@@ -244,14 +325,55 @@ class Dispatcher:
         log.warning("reward model failed", reward_model_id=model_id, error=error)
 
 
+class _TraceScoreRow(BaseModel):
+    """One line of the worker's `scores.jsonl`."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+
+    trace_id: str = Field(min_length=1)
+    score: float
+
+
+class _ActionScoreRow(BaseModel):
+    """One line of the worker's `action_scores.jsonl`."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+
+    trace_id: str = Field(min_length=1)
+    step_id: str = Field(min_length=1)
+    score: float
+    credit: float
+
+
+def read_training_scores(job_dir: Path) -> list[TrainingScores]:
+    """Each selected trace's scores from the worker's files, at the revision `job.json` keeps for it.
+
+    A trace the worker scored nothing of (an empty transcript, no action pairs trained) comes with
+    its revision and no scores; a score file the worker did not write is no scores.
+    """
+    revisions: dict[str, int] = orjson.loads((job_dir / contract.JOB_FILE).read_bytes())[TRACE_REVISIONS]
+    trace_scores = {row.trace_id: row.score for row in _rows(job_dir / contract.SCORES_FILE, _TraceScoreRow)}
+    actions: dict[str, list[ActionScore]] = {}
+    for row in _rows(job_dir / contract.ACTION_SCORES_FILE, _ActionScoreRow):
+        actions.setdefault(row.trace_id, []).append(ActionScore(row.step_id, row.score, row.credit))
+    return [
+        TrainingScores(trace_id, revision, trace_scores.get(trace_id), tuple(actions.get(trace_id, ())))
+        for trace_id, revision in revisions.items()
+    ]
+
+
+def _rows(path: Path, record: type[Row]) -> list[Row]:
+    return read_jsonl(path, record) if path.is_file() else []
+
+
 def write_job_dir(job_dir: Path, job: dict[str, Any], pair_set: PairSet, traces: list[SourceTrace]) -> Path:
     """The spec's job directory: job.json, pairs.jsonl and the items to score after training."""
     job_dir.mkdir(parents=True, exist_ok=True)
     (job_dir / contract.JOB_FILE).write_bytes(orjson.dumps(job))
     (job_dir / contract.PAIRS_FILE).write_text(pair_set.to_jsonl(), encoding="utf-8")
-    trace_items = [{"trace_id": trace.id, "text": render_trace(trace)} for trace in traces]
+    trace_items = [{"trace_id": trace.id, "text": render_trace(trace.steps)} for trace in traces]
     action_items = [
-        {"trace_id": trace.id, "step_id": step.id, "text": render_example(trace, step.index)}
+        {"trace_id": trace.id, "step_id": step.id, "text": render_example(trace.steps, step.index)}
         for trace in traces
         for step in trace.steps
         if step.is_action and is_rendered(step)

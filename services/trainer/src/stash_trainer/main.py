@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import grpc
 
-from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2_grpc, trainer_pb2, trainer_pb2_grpc
+from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2_grpc, scorer_pb2_grpc, trainer_pb2, trainer_pb2_grpc
 from stash_common.channels import open_channel
 from stash_common.coordination import make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
@@ -17,7 +17,7 @@ from stash_common.server import serve
 from stash_common.settings import load
 from stash_common.storage import make_object_store
 from stash_trainer.api import TrainerServicer
-from stash_trainer.clients import TraceClient
+from stash_trainer.clients import ScoreClient, TraceClient
 from stash_trainer.jobs import WORKER_MODULE, Dispatcher, JobSettings
 from stash_trainer.pairs.feedback import FeedbackExtractor
 from stash_trainer.settings import TrainerSettings
@@ -44,6 +44,7 @@ def job_settings(settings: TrainerSettings) -> JobSettings:
         submit_timeout=timedelta(seconds=settings.submit_timeout_s),
         job_timeout=timedelta(seconds=settings.job_timeout_s),
         sweep_interval_s=settings.sweep_interval_s,
+        device=settings.device,
     )
 
 
@@ -57,6 +58,7 @@ def main() -> None:
         ingest_pb2_grpc.IngestServiceStub(open_channel(settings.address_of("ingest"))),
         labeler_pb2_grpc.LabelerServiceStub(open_channel(settings.address_of("labeler"))),
     )
+    scores = ScoreClient(scorer_pb2_grpc.ScorerServiceStub(open_channel(settings.address_of("scorer"))))
     objects = make_object_store(
         settings.data_dir,
         settings.s3_bucket,
@@ -69,6 +71,7 @@ def main() -> None:
     dispatcher = Dispatcher(
         sessions,
         traces,
+        scores,
         objects,
         LocalSubprocessLauncher(WORKER_MODULE),
         wakeups,

@@ -49,6 +49,9 @@ class TrainerSettings(ServiceSettings):
     max_length: int = Field(1024, ge=16, description="token limit of a training input (left-truncated)")
     batch_size: int = Field(8, ge=1, description="preference pairs per training step")
     learning_rate: float = Field(1e-4, gt=0, description="AdamW learning rate")
+    device: Literal["auto", "cpu", "cuda", "mps"] = Field(
+        "auto", description="what training jobs run on: auto (CUDA, then MPS, then CPU), cpu, cuda or mps"
+    )
     s3_bucket: str | None = shared("STASH_S3_BUCKET", None, "S3 bucket for checkpoints; unset: the local data dir")
     s3_endpoint_url: str | None = shared("STASH_S3_ENDPOINT_URL", None, "S3-compatible endpoint URL")
     s3_region: str | None = shared("STASH_S3_REGION", None, "S3 region")
