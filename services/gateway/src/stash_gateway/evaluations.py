@@ -9,34 +9,15 @@ down: the trace comes back without its evaluation. Every labeler read is bounded
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
-
-import grpc
-import structlog
-from google.protobuf.message import Message
+from typing import Any
 
 from stash.rm.v1 import common_pb2, labeler_pb2
 from stash.rm.v1.labeler_pb2_grpc import LabelerServiceStub
 from stash_common.requests import PAGE_LIMIT_MAX
+from stash_gateway.peers import tolerating_outage
 from stash_gateway.rendering import enum_name, optional, struct_json, timestamp_json
 
-log = structlog.get_logger()
 PATTERN_TRACES_MAX = 10_000
-_OUT_OF_REACH = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-RequestT = TypeVar("RequestT", bound=Message)
-ResponseT = TypeVar("ResponseT", bound=Message)
-
-
-def _tolerating_outage(
-    call: grpc.UnaryUnaryMultiCallable[RequestT, ResponseT], request: RequestT, timeout_s: float
-) -> ResponseT | None:
-    try:
-        return call(request, timeout=timeout_s)
-    except grpc.RpcError as error:
-        if error.code() not in _OUT_OF_REACH:
-            raise
-        log.warning("labeler out of reach; answering without evaluations", code=error.code().name)
-        return None
 
 
 def trace_evaluations(
@@ -44,13 +25,13 @@ def trace_evaluations(
 ) -> tuple[labeler_pb2.TraceEvaluation | None, labeler_pb2.TraceEvaluation | None]:
     """The newest evaluation of a trace and its newest succeeded one (the same when it succeeded)."""
     request = labeler_pb2.GetTraceEvaluationRequest(owner_id=owner_id, trace_id=trace_id)
-    latest = _tolerating_outage(labeler.GetTraceEvaluation, request, timeout_s)
+    latest = tolerating_outage("labeler", labeler.GetTraceEvaluation, request, timeout_s)
     if latest is None or not latest.HasField("evaluation"):
         return None, None
     if latest.evaluation.status == common_pb2.JOB_STATUS_SUCCEEDED:
         return latest.evaluation, latest.evaluation
     request.succeeded_only = True
-    shown = _tolerating_outage(labeler.GetTraceEvaluation, request, timeout_s)
+    shown = tolerating_outage("labeler", labeler.GetTraceEvaluation, request, timeout_s)
     return latest.evaluation, shown.evaluation if shown is not None and shown.HasField("evaluation") else None
 
 
@@ -156,7 +137,7 @@ def summaries(
     if not trace_ids:
         return {}
     request = labeler_pb2.BatchGetEvaluationSummariesRequest(owner_id=owner_id, trace_ids=trace_ids)
-    response = _tolerating_outage(labeler.BatchGetEvaluationSummaries, request, timeout_s)
+    response = tolerating_outage("labeler", labeler.BatchGetEvaluationSummaries, request, timeout_s)
     found = response.summaries if response is not None else ()
     return {item.trace_id: _summary_json(item) for item in found}
 

@@ -1,16 +1,41 @@
-"""gRPC channels from the gateway to the five services behind it."""
+"""gRPC channels from the gateway to the five services behind it, and reads that tolerate a peer's outage.
+
+A view that merges several services' data (a trace with its evaluation and its learned scores)
+must not fail because one of them is out of reach: such reads go through `tolerating_outage`,
+bounded by a short deadline from GatewaySettings, and the view shows that part as absent.
+"""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import grpc
+import structlog
+from google.protobuf.message import Message
 
-from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2_grpc, trainer_pb2_grpc
+from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2_grpc, scorer_pb2_grpc, trainer_pb2_grpc
 from stash_common.channels import check_health, open_channel
 from stash_common.settings import ServiceSettings
 
+log = structlog.get_logger()
 PEER_NAMES: tuple[str, ...] = ("ingest", "labeler", "trainer", "scorer", "gepa")
+_OUT_OF_REACH = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+RequestT = TypeVar("RequestT", bound=Message)
+ResponseT = TypeVar("ResponseT", bound=Message)
+
+
+def tolerating_outage(
+    peer: str, call: grpc.UnaryUnaryMultiCallable[RequestT, ResponseT], request: RequestT, timeout_s: float
+) -> ResponseT | None:
+    """The peer's answer, or None when it is out of reach (unavailable or past `timeout_s`); other errors raise."""
+    try:
+        return call(request, timeout=timeout_s)
+    except grpc.RpcError as error:
+        if error.code() not in _OUT_OF_REACH:
+            raise
+        log.warning("peer out of reach; answering without its part of the view", peer=peer, code=error.code().name)
+        return None
 
 
 class Peers:
@@ -33,6 +58,11 @@ class Peers:
     def trainer(self) -> trainer_pb2_grpc.TrainerServiceStub:
         """A stub for the trainer service."""
         return trainer_pb2_grpc.TrainerServiceStub(self.channels["trainer"])
+
+    @property
+    def scorer(self) -> scorer_pb2_grpc.ScorerServiceStub:
+        """A stub for the scorer service."""
+        return scorer_pb2_grpc.ScorerServiceStub(self.channels["scorer"])
 
     def health(self, timeout_s: float) -> dict[str, str]:
         """Every service's health status name, checked concurrently."""

@@ -52,6 +52,9 @@ class GatewaySettings(ServiceSettings):
     evaluation_timeout_s: float = Field(
         10.0, description="deadline of the labeler reads behind trace views (past it, a view shows no evaluation)"
     )
+    score_timeout_s: float = Field(
+        10.0, description="deadline of the scorer reads behind trace views (past it, a view shows no learned scores)"
+    )
     import_timeout_s: float = Field(600.0, description="deadline of POST /traces/import")
     otlp_timeout_s: float = Field(120.0, description="deadline of handing one OTLP export to ingest")
     export_timeout_s: float = Field(3600.0, description="deadline of a JSONL download (traces, annotations, pairs)")

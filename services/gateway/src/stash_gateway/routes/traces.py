@@ -1,4 +1,4 @@
-"""/formats and /traces: import, list, read and delete traces."""
+"""/formats and /traces: import, list, read, score and delete traces."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from google.protobuf import timestamp_pb2
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2
+from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2, scorer_pb2
 from stash_common.errors import InvalidArgument, ResourceExhausted
 from stash_common.messages import timestamp_of
 from stash_gateway.auth import Reader, Writer
@@ -19,6 +19,7 @@ from stash_gateway.evaluations import merge_evaluation, summaries, trace_evaluat
 from stash_gateway.rendering import enum_name, summary_json, trace_detail_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.routes.paging import Page
+from stash_gateway.scores import latest_scores, scoring_run_json, trace_scores
 from stash_gateway.state import Services, Settings
 
 router = APIRouter(prefix=API_PREFIX, tags=["traces"])
@@ -30,6 +31,12 @@ class ImportBody(BaseModel):
     format: str = Field("auto", description="a format name from GET /formats, or auto")
     data: str = Field(description="the payload: JSONL or JSON text")
     source_id: str | None = Field(None, min_length=1, max_length=200, description="overrides recorded source ids")
+
+
+class ScoreBody(BaseModel):
+    """`{reward_model_id}`: the reward model to score a trace's actions with."""
+
+    reward_model_id: str = Field(min_length=1, description="a succeeded model of the caller trained on actions")
 
 
 async def limited_body(request: Request, settings: Settings) -> bytes:
@@ -89,7 +96,7 @@ def list_traces(
     tz: Annotated[str, Query(description="IANA time zone of the import dates")] = "UTC",
     pattern: Annotated[str | None, Query(description="only traces with this process pattern")] = None,
 ) -> dict[str, Any]:
-    """`{traces: [TraceSummary], total}`; import dates are local calendar days in `tz`."""
+    """`{traces: [TraceSummary], total}` with `evaluation` and `latest_score`; import dates are local days in `tz`."""
     after, before = _import_window(imported_from, imported_to, tz)
     labeler, timeout_s = services.labeler, settings.evaluation_timeout_s
     trace_ids = traces_with_pattern(labeler, principal.user_id, pattern, timeout_s) if pattern else []
@@ -104,8 +111,13 @@ def list_traces(
         trace_ids=trace_ids,
     )
     response = services.ingest.ListTraces(message, timeout=settings.rpc_timeout_s)
-    scores = summaries(labeler, principal.user_id, [item.id for item in response.traces], timeout_s)
-    traces = [{**summary_json(item), "evaluation": scores.get(item.id)} for item in response.traces]
+    listed = [item.id for item in response.traces]
+    scores = summaries(labeler, principal.user_id, listed, timeout_s)
+    learned = latest_scores(services.scorer, principal.user_id, listed, settings.score_timeout_s)
+    traces = [
+        {**summary_json(item), "evaluation": scores.get(item.id), "latest_score": learned.get(item.id)}
+        for item in response.traces
+    ]
     return {"traces": traces, "total": response.page_info.total}
 
 
@@ -121,13 +133,34 @@ def _import_window(
     return after, before
 
 
-@router.get("/traces/{trace_id}", summary="One trace with steps, spans and annotations")
+@router.get("/traces/{trace_id}", summary="One trace with steps, spans, annotations and scores")
 def get_trace(services: Services, settings: Settings, trace_id: str, principal: Reader) -> dict[str, Any]:
-    """`TraceDetail` with the automatic evaluation merged in; another owner's trace is 404."""
-    message = ingest_pb2.GetTraceRequest(owner_id=principal.user_id, trace_id=trace_id)
+    """`TraceDetail` with the automatic evaluation and the learned scores merged in; another owner's trace is 404."""
+    owner_id = principal.user_id
+    message = ingest_pb2.GetTraceRequest(owner_id=owner_id, trace_id=trace_id)
     detail = trace_detail_json(services.ingest.GetTrace(message, timeout=settings.rpc_timeout_s))
-    evaluations = trace_evaluations(services.labeler, principal.user_id, trace_id, settings.evaluation_timeout_s)
-    return merge_evaluation(detail, *evaluations)
+    evaluations = trace_evaluations(services.labeler, owner_id, trace_id, settings.evaluation_timeout_s)
+    learned = trace_scores(services.scorer, owner_id, trace_id, settings.score_timeout_s)
+    return {**merge_evaluation(detail, *evaluations), **learned}
+
+
+@router.post(
+    "/traces/{trace_id}/score",
+    status_code=status.HTTP_202_ACCEPTED,
+    summary="Score every action of the trace with a reward model",
+)
+def score_trace(
+    services: Services, settings: Settings, trace_id: str, body: ScoreBody, principal: Writer
+) -> dict[str, Any]:
+    """`ScoringRun`: queued or running, or the finished run of this trace revision and checkpoint (no new work).
+
+    404 for another owner's trace or model, 422 when the trace has no assistant response or tool call or the
+    model was trained without action comparisons, 409 while the model has not succeeded.
+    """
+    message = scorer_pb2.ScoreTraceRequest(
+        owner_id=principal.user_id, trace_id=trace_id, reward_model_id=body.reward_model_id
+    )
+    return scoring_run_json(services.scorer.ScoreTrace(message, timeout=settings.rpc_timeout_s).scoring_run)
 
 
 @router.post(

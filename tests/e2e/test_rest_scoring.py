@@ -1,0 +1,253 @@
+"""Learned action credit end to end on the cluster profile: a model trained on the packaged MiniLM publishes
+its training scores, and POST /traces/{id}/score runs saved-checkpoint inference from S3 on a new trace."""
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import httpx
+import orjson
+import pytest
+
+from support.ingest import stash_line
+from support.stack import RunningStack, cluster_env, running_stack
+
+TRAINING_WAIT_S = 240
+SCORING_WAIT_S = 240
+S3_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+RUN_KEYS = {"id", "trace_id", "reward_model_id", "status", "error", "created_at", "started_at", "finished_at"}
+
+
+@pytest.fixture(scope="module")
+def bucket(s3_endpoint_url: str) -> str:
+    name = f"stash-scoring-{uuid.uuid4().hex[:10]}"
+    credentials = {
+        "aws_access_key_id": S3_ENV["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": S3_ENV["AWS_SECRET_ACCESS_KEY"],
+        "region_name": S3_ENV["AWS_DEFAULT_REGION"],
+    }
+    boto3.client("s3", endpoint_url=s3_endpoint_url, **credentials).create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory,
+    module_postgres_url: str,
+    module_redis_url: str,
+    s3_endpoint_url: str,
+    bucket: str,
+) -> Iterator[RunningStack]:
+    with running_stack(
+        tmp_path_factory.mktemp("scoring"),
+        **cluster_env(module_postgres_url, module_redis_url),
+        # The packaged model keeps this test offline; the cluster default is Qwen/Qwen3-0.6B.
+        STASH_TRAINER_BASE_MODEL="sentence-transformers/all-MiniLM-L6-v2",
+        STASH_TRAINER_MAX_LENGTH="128",
+        STASH_TRAINER_DEVICE="cpu",
+        STASH_SCORER_MAX_LENGTH="128",
+        # New traces wait for an explicit request here, so that each request below is the one that scores.
+        STASH_SCORER_DEBOUNCE_S="3600",
+        STASH_S3_BUCKET=bucket,
+        STASH_S3_ENDPOINT_URL=s3_endpoint_url,
+        STASH_S3_REGION="us-east-1",
+        **S3_ENV,
+    ) as running:
+        yield running
+
+
+def _imported(client: httpx.Client, trace: dict[str, Any]) -> str:
+    response = client.post("/traces/import", json={"format": "stash", "data": orjson.dumps(trace).decode()})
+    assert response.status_code == 200, response.text
+    return str(response.json()["trace_ids"][0])
+
+
+def _rated_traces(client: httpx.Client, count: int) -> list[str]:
+    """Traces whose lookup call is rated + and whose answer is rated −: action pairs to train on."""
+    trace_ids = []
+    for number in range(count):
+        trace = orjson.loads(stash_line(f"scoring-rated-{number}"))
+        trace["steps"][1]["content"] = f"I want a refund for order {1100 + number}"
+        trace_id = _imported(client, trace)
+        steps = client.get(f"/traces/{trace_id}").json()["steps"]
+        for step, rating in ((steps[2], 1), (steps[4], -1)):
+            response = client.post(f"/traces/{trace_id}/annotations", json={"step_id": step["id"], "rating": rating})
+            assert response.status_code == 201, response.text
+        trace_ids.append(trace_id)
+    return trace_ids
+
+
+def _waited(what: str, timeout_s: float, probe: Callable[[], Any]) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (found := probe()) is not None:
+            return found
+        time.sleep(0.5)
+    raise TimeoutError(f"{what} within {timeout_s}s")
+
+
+def _finished_model(client: httpx.Client, model_id: str) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        model = client.get(f"/reward-models/{model_id}").json()
+        return model if model["status"] in ("succeeded", "failed") else None
+
+    return _waited(f"reward model {model_id} did not finish", TRAINING_WAIT_S, probe)
+
+
+def _action_ids(detail: dict[str, Any]) -> list[str]:
+    """The steps that get an action score: assistant responses with text and tool calls."""
+    return [
+        step["id"]
+        for step in detail["steps"]
+        if step["role"] == "assistant" and (step["tool_name"] or step["content"].strip())
+    ]
+
+
+def _model_actions(detail: dict[str, Any], model_id: str) -> list[dict[str, Any]]:
+    return [score for score in detail["action_scores"] if score["reward_model_id"] == model_id]
+
+
+def _model_runs(detail: dict[str, Any], model_id: str) -> list[dict[str, Any]]:
+    return [run for run in detail["scoring_runs"] if run["reward_model_id"] == model_id]
+
+
+@pytest.fixture(scope="module")
+def rated(alice: httpx.Client) -> list[str]:
+    return _rated_traces(alice, 4)
+
+
+@pytest.fixture(scope="module")
+def model(alice: httpx.Client, rated: list[str]) -> dict[str, Any]:
+    created = alice.post("/reward-models", json={"name": "refund credit", "trace_ids": rated, "epochs": 2})
+    assert created.status_code == 200, created.text
+    trained = _finished_model(alice, created.json()["id"])
+    assert trained["status"] == "succeeded", trained["error"]
+    assert trained["metrics"]["action_scoring_version"] == 1 and trained["metrics"]["device"] == "cpu"
+    return trained
+
+
+def _published(client: httpx.Client, trace_id: str, model_id: str) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        detail = client.get(f"/traces/{trace_id}").json()
+        return detail if _model_actions(detail, model_id) else None
+
+    return _waited(f"trace {trace_id} got no action scores of model {model_id}", SCORING_WAIT_S, probe)
+
+
+def test_the_training_job_scores_are_published_for_every_action(
+    alice: httpx.Client, rated: list[str], model: dict[str, Any]
+) -> None:
+    for trace_id in rated:
+        detail = _published(alice, trace_id, model["id"])
+
+        actions = _model_actions(detail, model["id"])
+        assert [score["step_id"] for score in actions] == _action_ids(detail)
+        assert all(-1.0 <= score["credit"] <= 1.0 for score in actions)
+        assert {score["reward_model_name"] for score in actions} == {"refund credit"}
+        assert set(actions[0]) == {"reward_model_id", "reward_model_name", "step_id", "score", "credit", "created_at"}
+        (trace_score,) = [score for score in detail["scores"] if score["reward_model_id"] == model["id"]]
+        assert trace_score["reward_model_name"] == "refund credit"
+
+
+def _longer_trace(external_id: str) -> dict[str, Any]:
+    """The support conversation with a follow-up question and a second answer: three actions."""
+    trace = orjson.loads(stash_line(external_id))
+    trace["steps"] += [
+        {"role": "user", "content": "How long will the refund take?"},
+        {"role": "assistant", "content": "Refunds reach your card within five business days."},
+    ]
+    return trace
+
+
+@pytest.fixture(scope="module")
+def scored(alice: httpx.Client, model: dict[str, Any]) -> dict[str, Any]:
+    """A trace imported after training, scored on request: its first answer and its finished detail."""
+    trace_id = _imported(alice, _longer_trace("scored-on-request"))
+    response = alice.post(f"/traces/{trace_id}/score", json={"reward_model_id": model["id"]})
+    assert response.status_code == 202, response.text
+
+    def probe() -> dict[str, Any] | None:
+        detail = alice.get(f"/traces/{trace_id}").json()
+        runs = _model_runs(detail, model["id"])
+        return detail if runs and runs[0]["status"] in ("succeeded", "failed") else None
+
+    detail = _waited(f"the scoring run of trace {trace_id} did not finish", SCORING_WAIT_S, probe)
+    return {"trace_id": trace_id, "first": response.json(), "detail": detail}
+
+
+def test_a_new_trace_is_scored_on_request_for_each_response_and_tool_call(
+    model: dict[str, Any], scored: dict[str, Any]
+) -> None:
+    first, detail = scored["first"], scored["detail"]
+    assert set(first) == RUN_KEYS
+    assert (first["trace_id"], first["reward_model_id"]) == (scored["trace_id"], model["id"])
+    assert first["status"] in ("queued", "running")
+    (run,) = _model_runs(detail, model["id"])
+    assert (run["id"], run["status"], run["error"]) == (first["id"], "succeeded", None)
+    assert run["started_at"] is not None and run["finished_at"] is not None
+
+    actions = _model_actions(detail, model["id"])
+    roles = {step["id"]: (step["role"], step["tool_name"]) for step in detail["steps"]}
+    assert [score["step_id"] for score in actions] == _action_ids(detail)
+    assert [roles[score["step_id"]] for score in actions] == [
+        ("assistant", "lookup_order"),
+        ("assistant", None),
+        ("assistant", None),
+    ]
+    assert all(-1.0 <= score["credit"] <= 1.0 for score in actions)
+
+
+def test_scoring_again_returns_the_finished_run_without_new_work(
+    alice: httpx.Client, model: dict[str, Any], scored: dict[str, Any]
+) -> None:
+    (run,) = _model_runs(scored["detail"], model["id"])
+
+    again = alice.post(f"/traces/{scored['trace_id']}/score", json={"reward_model_id": model["id"]})
+
+    assert again.status_code == 202, again.text
+    assert again.json() == run
+    detail = alice.get(f"/traces/{scored['trace_id']}").json()
+    assert _model_actions(detail, model["id"]) == _model_actions(scored["detail"], model["id"])
+
+
+def test_another_owner_gets_404_for_the_trace_and_for_the_model(
+    alice: httpx.Client, bob: httpx.Client, model: dict[str, Any], scored: dict[str, Any]
+) -> None:
+    bobs_trace = _imported(bob, _longer_trace("bobs-own"))
+
+    assert bob.post(f"/traces/{scored['trace_id']}/score", json={"reward_model_id": model["id"]}).status_code == 404
+    assert bob.post(f"/traces/{bobs_trace}/score", json={"reward_model_id": model["id"]}).status_code == 404
+    assert bob.get(f"/traces/{scored['trace_id']}").status_code == 404
+
+
+def test_a_trace_without_an_action_is_422(alice: httpx.Client, model: dict[str, Any]) -> None:
+    question = {"id": "only-a-question", "steps": [{"role": "user", "content": "Is anyone there?"}]}
+    trace_id = _imported(alice, question)
+
+    response = alice.post(f"/traces/{trace_id}/score", json={"reward_model_id": model["id"]})
+
+    assert response.status_code == 422, response.text
+
+
+def test_a_model_that_did_not_succeed_is_409(alice: httpx.Client, scored: dict[str, Any]) -> None:
+    lonely = _imported(alice, orjson.loads(stash_line("unrated")))
+    created = alice.post("/reward-models", json={"name": "too small", "trace_ids": [lonely]}).json()
+    assert _finished_model(alice, created["id"])["status"] == "failed"
+
+    response = alice.post(f"/traces/{scored['trace_id']}/score", json={"reward_model_id": created["id"]})
+
+    assert response.status_code == 409, response.text
+
+
+def test_the_trace_list_shows_each_scored_trace_latest_score(
+    alice: httpx.Client, model: dict[str, Any], rated: list[str], scored: dict[str, Any]
+) -> None:
+    listed = {trace["id"]: trace for trace in alice.get("/traces", params={"limit": 100}).json()["traces"]}
+
+    for trace_id in [*rated, scored["trace_id"]]:
+        latest = listed[trace_id]["latest_score"]
+        assert (latest["reward_model_id"], latest["reward_model_name"]) == (model["id"], "refund credit")
+        assert isinstance(latest["score"], float)
+    assert all("latest_score" in trace for trace in listed.values())
