@@ -1,5 +1,6 @@
 """The shared gRPC bootstrap on a real port: health, reflection, error statuses, graceful stop."""
 
+import threading
 from collections.abc import Iterator, Sequence
 
 import grpc
@@ -13,6 +14,7 @@ from stash_common.channels import check_health, open_channel
 from stash_common.errors import InvalidArgument, NotFound
 from stash_common.server import RunningServer, start
 from stash_gateway.status import rpc_error_response
+from support.processes import free_port
 
 SERVICE = "stash.test.Probe"
 
@@ -58,6 +60,28 @@ def test_health_reports_not_serving_for_an_api_not_built_while_the_server_serves
     finally:
         channel.close()
         server.stop(0)
+
+
+def test_a_waiting_channel_reaches_a_server_that_starts_after_the_call() -> None:
+    port = free_port()
+    channel = open_channel(f"127.0.0.1:{port}", wait_for_ready=True)
+    probe = channel.unary_unary(f"/{SERVICE}/Fail")
+    with pytest.raises(grpc.RpcError) as refused:  # nothing listens yet: the channel backs off
+        probe(b"missing", timeout=0.3)
+    assert refused.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    started: list[RunningServer] = []
+    timer = threading.Timer(0.5, lambda: started.append(start(_register, "127.0.0.1", port)))
+    timer.start()
+    try:
+        with pytest.raises(grpc.RpcError) as answered:
+            probe(b"missing", timeout=20)
+        # The server's own answer, not UNAVAILABLE: the call waited for it to listen.
+        assert answered.value.code() == grpc.StatusCode.NOT_FOUND
+    finally:
+        timer.join()
+        channel.close()
+        for server in started:
+            server.stop(0)
 
 
 def test_reflection_lists_the_registered_services(channel: grpc.Channel) -> None:

@@ -201,8 +201,8 @@ class _FailingScorer:
 @pytest.mark.parametrize(
     ("code", "error", "message"),
     [
-        (grpc.StatusCode.UNAVAILABLE, Unavailable, "the scorer is out of reach: UNAVAILABLE: why"),
-        (grpc.StatusCode.DEADLINE_EXCEEDED, Unavailable, "the scorer is out of reach: DEADLINE_EXCEEDED: why"),
+        (grpc.StatusCode.UNAVAILABLE, Unavailable, "the scorer answered UNAVAILABLE: why"),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, Unavailable, "the scorer answered DEADLINE_EXCEEDED: why"),
         (grpc.StatusCode.NOT_FOUND, NotFound, "why"),
         (grpc.StatusCode.FAILED_PRECONDITION, FailedPrecondition, "why"),
         (grpc.StatusCode.INVALID_ARGUMENT, InvalidArgument, "why"),

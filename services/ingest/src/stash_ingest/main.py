@@ -8,7 +8,7 @@ from datetime import timedelta
 import grpc
 
 from stash.rm.v1 import ingest_pb2, ingest_pb2_grpc, labeler_pb2_grpc
-from stash_common.channels import open_channel
+from stash_common.channels import peer_channel
 from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.logs import configure_logging
 from stash_common.server import serve
@@ -34,7 +34,7 @@ def main() -> None:
     settings = load(IngestSettings)
     configure_logging("ingest", settings.log_level)
     upgrade("ingest", MIGRATIONS_DIR, settings.database_url)
-    labeler = LabelerClient(labeler_pb2_grpc.LabelerServiceStub(open_channel(settings.address_of("labeler"))))
+    labeler = LabelerClient(labeler_pb2_grpc.LabelerServiceStub(peer_channel(settings, "labeler")))
     announcer = Announcer(labeler.announce_revision)
     servicer = IngestServicer(
         make_sessions(make_engine(settings.database_url)),

@@ -7,13 +7,8 @@ status, so the evaluation worker and the servicer decide what a failure means wi
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
-
-import grpc
-
 from stash.rm.v1 import common_pb2, ingest_pb2, ingest_pb2_grpc
-from stash_common.errors import FailedPrecondition, NotFound, StashError, Unavailable
+from stash_common.channels import call_peer
 from stash_common.messages import json_of
 from stash_common.step_messages import step_from_proto
 from stash_labeler.traces import LabelerTrace, RevisionPage, TraceRevision
@@ -21,9 +16,6 @@ from stash_labeler.traces import LabelerTrace, RevisionPage, TraceRevision
 # Seconds per call: reading one revision may carry thousands of steps; the other answers are small.
 REVISION_TIMEOUT_S = 60
 CALL_TIMEOUT_S = 30
-_OUT_OF_REACH = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-
-Response = TypeVar("Response")
 
 
 class IngestClient:
@@ -35,18 +27,18 @@ class IngestClient:
     def trace_revision(self, owner_id: str, trace_id: str, revision: int) -> LabelerTrace:
         """The trace as of `revision`; FailedPrecondition when a newer revision replaced it."""
         request = ingest_pb2.GetTraceRevisionRequest(owner_id=owner_id, trace_id=trace_id, revision=revision)
-        response = _call(lambda: self.stub.GetTraceRevision(request, timeout=REVISION_TIMEOUT_S))
+        response = call_peer("ingest", lambda: self.stub.GetTraceRevision(request, timeout=REVISION_TIMEOUT_S))
         return trace_from_proto(owner_id, response.trace)
 
     def current_revision(self, owner_id: str, trace_id: str) -> int:
         """The trace's newest revision; NotFound for a trace the owner does not have."""
         request = ingest_pb2.GetTraceRequest(owner_id=owner_id, trace_id=trace_id)
-        return _call(lambda: self.stub.GetTrace(request, timeout=CALL_TIMEOUT_S)).trace.revision
+        return call_peer("ingest", lambda: self.stub.GetTrace(request, timeout=CALL_TIMEOUT_S)).trace.revision
 
     def changed_revisions(self, cursor: str, limit: int) -> RevisionPage:
         """The latest revisions of traces changed after `cursor`, across owners, oldest change first."""
         request = ingest_pb2.ListTraceRevisionsRequest(cursor=cursor, limit=limit)
-        page = _call(lambda: self.stub.ListTraceRevisions(request, timeout=CALL_TIMEOUT_S))
+        page = call_peer("ingest", lambda: self.stub.ListTraceRevisions(request, timeout=CALL_TIMEOUT_S))
         revisions = tuple(TraceRevision(item.owner_id, item.trace_id, item.revision) for item in page.revisions)
         return RevisionPage(revisions, page.next_cursor)
 
@@ -62,22 +54,3 @@ def trace_from_proto(owner_id: str, message: common_pb2.Trace) -> LabelerTrace:
         metadata=json_of(message.metadata),
         external_id=message.external_id if message.HasField("external_id") else None,
     )
-
-
-def _call(send: Callable[[], Response]) -> Response:
-    try:
-        return send()
-    except grpc.RpcError as error:
-        raise _stash_error(error) from None
-
-
-def _stash_error(error: grpc.RpcError) -> StashError:
-    """The platform error for a failed call, with ingest's own message; a status without one here is permanent."""
-    code = error.code()
-    details = error.details() or code.name
-    if code == grpc.StatusCode.NOT_FOUND:
-        return NotFound(details)
-    if code == grpc.StatusCode.FAILED_PRECONDITION:
-        return FailedPrecondition(details)
-    message = f"ingest answered {code.name}: {details}"
-    return Unavailable(message) if code in _OUT_OF_REACH else StashError(message)

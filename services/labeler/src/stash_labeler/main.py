@@ -13,7 +13,7 @@ import grpc
 import structlog
 
 from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2, labeler_pb2_grpc
-from stash_common.channels import open_channel
+from stash_common.channels import peer_channel
 from stash_common.coordination import make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.errors import ConfigError
@@ -85,7 +85,7 @@ def main() -> None:
     configure_logging("labeler", settings.log_level)
     upgrade("labeler", MIGRATIONS_DIR, settings.database_url)
     sessions = make_sessions(make_engine(settings.database_url))
-    ingest = IngestClient(ingest_pb2_grpc.IngestServiceStub(open_channel(settings.address_of("ingest"))))
+    ingest = IngestClient(ingest_pb2_grpc.IngestServiceStub(peer_channel(settings, "ingest")))
     wakeups = make_wakeups(settings.redis_url)
     labeler = make_labeler(settings)
     worker = EvaluationWorker(

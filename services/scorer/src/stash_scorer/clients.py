@@ -8,13 +8,11 @@ publishing, the dispatcher and the background sweep decide what a failure means 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
-
-import grpc
+from collections.abc import Sequence
+from typing import Any
 
 from stash.rm.v1 import common_pb2, ingest_pb2, ingest_pb2_grpc, trainer_pb2, trainer_pb2_grpc
-from stash_common.errors import FailedPrecondition, NotFound, StashError, Unavailable
+from stash_common.channels import call_peer
 from stash_common.messages import json_of
 from stash_common.step_messages import step_from_proto
 from stash_scorer.inputs import RevisionPage, RewardModel, ScorerTrace, TraceRevision
@@ -23,9 +21,6 @@ from stash_scorer.inputs import RevisionPage, RewardModel, ScorerTrace, TraceRev
 TRACE_TIMEOUT_S = 60
 CALL_TIMEOUT_S = 30
 LIST_PAGE_LIMIT = 500
-_OUT_OF_REACH = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-
-Response = TypeVar("Response")
 
 
 class IngestClient:
@@ -38,13 +33,13 @@ class IngestClient:
         """The trace at its newest revision; NotFound for a trace the owner does not have."""
         request = ingest_pb2.GetTraceRequest(owner_id=owner_id, trace_id=trace_id)
         return trace_from_proto(
-            owner_id, _call("ingest", lambda: self.stub.GetTrace(request, timeout=TRACE_TIMEOUT_S)).trace
+            owner_id, call_peer("ingest", lambda: self.stub.GetTrace(request, timeout=TRACE_TIMEOUT_S)).trace
         )
 
     def trace_revision(self, owner_id: str, trace_id: str, revision: int) -> ScorerTrace:
         """The trace as of `revision`; FailedPrecondition when a newer revision replaced it."""
         request = ingest_pb2.GetTraceRevisionRequest(owner_id=owner_id, trace_id=trace_id, revision=revision)
-        response = _call("ingest", lambda: self.stub.GetTraceRevision(request, timeout=TRACE_TIMEOUT_S))
+        response = call_peer("ingest", lambda: self.stub.GetTraceRevision(request, timeout=TRACE_TIMEOUT_S))
         return trace_from_proto(owner_id, response.trace)
 
     def changed_revisions(self, cursor: str, limit: int, owner_id: str | None = None) -> RevisionPage:
@@ -52,7 +47,7 @@ class IngestClient:
         request = ingest_pb2.ListTraceRevisionsRequest(cursor=cursor, limit=limit)
         if owner_id is not None:
             request.owner_id = owner_id
-        page = _call("ingest", lambda: self.stub.ListTraceRevisions(request, timeout=CALL_TIMEOUT_S))
+        page = call_peer("ingest", lambda: self.stub.ListTraceRevisions(request, timeout=CALL_TIMEOUT_S))
         revisions = tuple(
             TraceRevision(item.owner_id, item.trace_id, item.revision, item.updated_at.ToDatetime())
             for item in page.revisions
@@ -70,7 +65,7 @@ class IngestClient:
         )
         found: set[str] = set()
         while True:
-            page = _call("ingest", lambda: self.stub.ListTraces(request, timeout=CALL_TIMEOUT_S))
+            page = call_peer("ingest", lambda: self.stub.ListTraces(request, timeout=CALL_TIMEOUT_S))
             found |= {summary.id for summary in page.traces}
             request.page.offset += len(page.traces)
             if not page.traces or request.page.offset >= page.page_info.total:
@@ -86,7 +81,7 @@ class TrainerClient:
     def reward_model(self, owner_id: str, model_id: str) -> RewardModel:
         """The owner's model; NotFound for another owner's."""
         request = trainer_pb2.GetRewardModelRequest(owner_id=owner_id, reward_model_id=model_id)
-        response = _call("the trainer", lambda: self.stub.GetRewardModel(request, timeout=CALL_TIMEOUT_S))
+        response = call_peer("the trainer", lambda: self.stub.GetRewardModel(request, timeout=CALL_TIMEOUT_S))
         return model_from_proto(owner_id, response.reward_model.reward_model)
 
 
@@ -108,22 +103,3 @@ def model_from_proto(owner_id: str, message: trainer_pb2.RewardModel) -> RewardM
         artifact_key=message.artifact_key if message.HasField("artifact_key") else None,
         action_scoring_version=version if isinstance(version, int) else None,
     )
-
-
-def _call(peer: str, send: Callable[[], Response]) -> Response:
-    try:
-        return send()
-    except grpc.RpcError as error:
-        raise _stash_error(peer, error) from None
-
-
-def _stash_error(peer: str, error: grpc.RpcError) -> StashError:
-    """The platform error for a failed call, with the peer's own message; a status without one here is permanent."""
-    code = error.code()
-    details = error.details() or code.name
-    if code == grpc.StatusCode.NOT_FOUND:
-        return NotFound(details)
-    if code == grpc.StatusCode.FAILED_PRECONDITION:
-        return FailedPrecondition(details)
-    message = f"{peer} answered {code.name}: {details}"
-    return Unavailable(message) if code in _OUT_OF_REACH else StashError(message)

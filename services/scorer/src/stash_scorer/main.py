@@ -13,7 +13,7 @@ from datetime import timedelta
 import grpc
 
 from stash.rm.v1 import ingest_pb2_grpc, scorer_pb2, scorer_pb2_grpc, trainer_pb2_grpc
-from stash_common.channels import open_channel
+from stash_common.channels import peer_channel
 from stash_common.coordination import make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.launcher import LocalSubprocessLauncher
@@ -49,8 +49,8 @@ def main() -> None:
     settings = load(ScorerSettings)
     configure_logging("scorer", settings.log_level)
     sessions = make_sessions(make_engine(settings.database_url))
-    traces = IngestClient(ingest_pb2_grpc.IngestServiceStub(open_channel(settings.address_of("ingest"))))
-    models = TrainerClient(trainer_pb2_grpc.TrainerServiceStub(open_channel(settings.address_of("trainer"))))
+    traces = IngestClient(ingest_pb2_grpc.IngestServiceStub(peer_channel(settings, "ingest")))
+    models = TrainerClient(trainer_pb2_grpc.TrainerServiceStub(peer_channel(settings, "trainer")))
     background = BackgroundScoring(sessions, traces, settings.debounce_s)
     launcher = LocalSubprocessLauncher(WORKER_MODULE)
     wakeups = make_wakeups(settings.redis_url)

@@ -25,7 +25,8 @@ from stash.rm.v1 import (
     scorer_pb2,
     scorer_pb2_grpc,
 )
-from stash_common.errors import FailedPrecondition, InvalidArgument, NotFound, StashError, Unavailable
+from stash_common.channels import peer_error
+from stash_common.errors import InvalidArgument, Unavailable
 from stash_common.step_messages import step_from_proto
 from stash_common.steps import TraceStep
 from stash_trainer.jobs import PublishedScores, TrainingScores
@@ -35,7 +36,6 @@ LIST_TIMEOUT_S = 30
 READ_TIMEOUT_S = 60
 PUBLISH_TIMEOUT_S = 60
 LIST_PAGE_LIMIT = 500
-_OUT_OF_REACH = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 class TraceClient:
@@ -90,22 +90,8 @@ class ScoreClient:
         try:
             response = self.scorer.PublishTrainingScores(request, timeout=PUBLISH_TIMEOUT_S)
         except grpc.RpcError as error:
-            raise scorer_error(error) from error
+            raise peer_error("the scorer", error) from error
         return PublishedScores(published=response.published_traces, rejected=response.rejected_traces)
-
-
-def scorer_error(error: grpc.RpcError) -> StashError:
-    """The platform error of a failed scorer call, keeping the scorer's message."""
-    code, details = error.code(), error.details() or error.code().name
-    if code in _OUT_OF_REACH:
-        return Unavailable(f"the scorer is out of reach: {code.name}: {details}")
-    if code == grpc.StatusCode.NOT_FOUND:
-        return NotFound(details)
-    if code == grpc.StatusCode.FAILED_PRECONDITION:
-        return FailedPrecondition(details)
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return InvalidArgument("", details)
-    return StashError(f"the scorer answered {code.name}: {details}")
 
 
 def training_scores_to_proto(scores: TrainingScores) -> scorer_pb2.TrainingTraceScores:

@@ -8,7 +8,7 @@ from datetime import timedelta
 import grpc
 
 from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2_grpc, scorer_pb2_grpc, trainer_pb2, trainer_pb2_grpc
-from stash_common.channels import open_channel
+from stash_common.channels import peer_channel
 from stash_common.coordination import make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.launcher import LocalSubprocessLauncher
@@ -55,10 +55,10 @@ def main() -> None:
     upgrade("trainer", MIGRATIONS_DIR, settings.database_url)
     sessions = make_sessions(make_engine(settings.database_url))
     traces = TraceClient(
-        ingest_pb2_grpc.IngestServiceStub(open_channel(settings.address_of("ingest"))),
-        labeler_pb2_grpc.LabelerServiceStub(open_channel(settings.address_of("labeler"))),
+        ingest_pb2_grpc.IngestServiceStub(peer_channel(settings, "ingest")),
+        labeler_pb2_grpc.LabelerServiceStub(peer_channel(settings, "labeler")),
     )
-    scores = ScoreClient(scorer_pb2_grpc.ScorerServiceStub(open_channel(settings.address_of("scorer"))))
+    scores = ScoreClient(scorer_pb2_grpc.ScorerServiceStub(peer_channel(settings, "scorer")))
     objects = make_object_store(
         settings.data_dir,
         settings.s3_bucket,

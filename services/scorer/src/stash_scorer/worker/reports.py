@@ -30,7 +30,7 @@ class Reporter:
 
     def __init__(self, job: ScoreJob) -> None:
         self._job = job
-        self._channel = open_channel(job.scorer_address)
+        self._channel = open_channel(job.scorer_address, wait_for_ready=True)
         self._stub = scorer_pb2_grpc.ScorerServiceStub(self._channel)
         self._reported: set[str] = set()
 
