@@ -64,9 +64,13 @@ def make_engine(url: str) -> Engine:
 
 def _configure_sqlite(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
+    # First, so that everything after it waits for another connection's lock instead of failing.
     cursor.execute("PRAGMA busy_timeout=30000")
+    # WAL is stored in the file: only a new database needs the switch, which takes an exclusive lock, so
+    # connections opened while another process writes (a service and its tests) must not all ask for it.
+    if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 
 
