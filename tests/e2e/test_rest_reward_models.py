@@ -3,36 +3,24 @@
 import io
 import tarfile
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import httpx
 import orjson
 import pytest
 
 from stash_common.training_metrics import TRAINING_METRIC_KEYS
 from support.ingest import stash_line
+from support.models import new_bucket, offline_training_env, s3_client
 from support.stack import RunningStack, cluster_env, running_stack
 
 TRAINING_WAIT_S = 240
-S3_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 @pytest.fixture(scope="module")
 def bucket(s3_endpoint_url: str) -> str:
-    name = f"stash-models-{uuid.uuid4().hex[:10]}"
-    boto3.client("s3", endpoint_url=s3_endpoint_url, **_credentials()).create_bucket(Bucket=name)
-    return name
-
-
-def _credentials() -> dict[str, str]:
-    return {
-        "aws_access_key_id": S3_ENV["AWS_ACCESS_KEY_ID"],
-        "aws_secret_access_key": S3_ENV["AWS_SECRET_ACCESS_KEY"],
-        "region_name": S3_ENV["AWS_DEFAULT_REGION"],
-    }
+    return new_bucket(s3_endpoint_url, "stash-models")
 
 
 @pytest.fixture(scope="module")
@@ -46,15 +34,7 @@ def stack(
     with running_stack(
         tmp_path_factory.mktemp("models"),
         **cluster_env(module_postgres_url, module_redis_url),
-        # The packaged model keeps this test offline; the cluster default is Qwen/Qwen3-0.6B.
-        STASH_TRAINER_BASE_MODEL="sentence-transformers/all-MiniLM-L6-v2",
-        STASH_TRAINER_MAX_LENGTH="128",
-        # A CUDA host would train on its GPU by default; `metrics.device == "cpu"` below holds on any host.
-        STASH_TRAINER_DEVICE="cpu",
-        STASH_S3_BUCKET=bucket,
-        STASH_S3_ENDPOINT_URL=s3_endpoint_url,
-        STASH_S3_REGION="us-east-1",
-        **S3_ENV,
+        **offline_training_env(bucket, s3_endpoint_url),
     ) as running:
         yield running
 
@@ -115,7 +95,7 @@ def test_the_checkpoint_is_in_s3_and_the_signed_url_downloads_it(
 ) -> None:
     owner_id = alice.get("/me").json()["user_id"]
     key = f"reward-models/{owner_id}/{trained['id']}.tar.gz"
-    s3 = boto3.client("s3", endpoint_url=s3_endpoint_url, **_credentials())
+    s3 = s3_client(s3_endpoint_url)
     assert s3.head_object(Bucket=bucket, Key=key)["ContentLength"] > 1_000_000
 
     weights = alice.get(f"/reward-models/{trained['id']}/weights").json()

@@ -2,34 +2,25 @@
 its training scores, and POST /traces/{id}/score runs saved-checkpoint inference from S3 on a new trace."""
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import httpx
 import orjson
 import pytest
 
 from support.ingest import stash_line
+from support.models import new_bucket, offline_training_env
 from support.stack import RunningStack, cluster_env, running_stack
 
 TRAINING_WAIT_S = 240
 SCORING_WAIT_S = 240
-S3_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
 RUN_KEYS = {"id", "trace_id", "reward_model_id", "status", "error", "created_at", "started_at", "finished_at"}
 
 
 @pytest.fixture(scope="module")
 def bucket(s3_endpoint_url: str) -> str:
-    name = f"stash-scoring-{uuid.uuid4().hex[:10]}"
-    credentials = {
-        "aws_access_key_id": S3_ENV["AWS_ACCESS_KEY_ID"],
-        "aws_secret_access_key": S3_ENV["AWS_SECRET_ACCESS_KEY"],
-        "region_name": S3_ENV["AWS_DEFAULT_REGION"],
-    }
-    boto3.client("s3", endpoint_url=s3_endpoint_url, **credentials).create_bucket(Bucket=name)
-    return name
+    return new_bucket(s3_endpoint_url, "stash-scoring")
 
 
 @pytest.fixture(scope="module")
@@ -43,17 +34,10 @@ def stack(
     with running_stack(
         tmp_path_factory.mktemp("scoring"),
         **cluster_env(module_postgres_url, module_redis_url),
-        # The packaged model keeps this test offline; the cluster default is Qwen/Qwen3-0.6B.
-        STASH_TRAINER_BASE_MODEL="sentence-transformers/all-MiniLM-L6-v2",
-        STASH_TRAINER_MAX_LENGTH="128",
-        STASH_TRAINER_DEVICE="cpu",
+        **offline_training_env(bucket, s3_endpoint_url),
         STASH_SCORER_MAX_LENGTH="128",
         # New traces wait for an explicit request here, so that each request below is the one that scores.
         STASH_SCORER_DEBOUNCE_S="3600",
-        STASH_S3_BUCKET=bucket,
-        STASH_S3_ENDPOINT_URL=s3_endpoint_url,
-        STASH_S3_REGION="us-east-1",
-        **S3_ENV,
     ) as running:
         yield running
 

@@ -1,31 +1,11 @@
 """The trainer service process: every module outside the worker imports without torch or transformers."""
 
-import subprocess
-import sys
-
-# Imports every module of stash_trainer but the worker package (which runs inside training jobs) and
-# __main__ (which serves), found on disk so that a new module is covered without editing this list.
-PROBE = """
-import importlib, pkgutil, sys
-import stash_trainer
-
-def modules(path, prefix):
-    for info in pkgutil.iter_modules(path, prefix):
-        if info.name in ("stash_trainer.worker", "stash_trainer.__main__"):
-            continue
-        module = importlib.import_module(info.name)
-        yield info.name
-        if info.ispkg:
-            yield from modules(module.__path__, info.name + ".")
-
-imported = list(modules(stash_trainer.__path__, "stash_trainer."))
-print("imported:", len(imported), "stash_trainer.api" in imported, "stash_trainer.pairs.feedback" in imported)
-print("heavy:", sorted(name for name in ("torch", "transformers") if name in sys.modules))
-"""
+from support.confinement import import_without
 
 
 def test_service_modules_never_load_torch_or_transformers() -> None:
-    result = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120)
+    # The worker package runs inside training jobs; __main__ serves.
+    probe = import_without("stash_trainer", "stash_trainer.worker", "stash_trainer.__main__")
 
-    assert result.returncode == 0, result.stderr
-    assert "True True" in result.stdout and "heavy: []" in result.stdout
+    assert {"stash_trainer.api", "stash_trainer.pairs.feedback"} <= set(probe.imported)
+    assert probe.heavy == []
