@@ -9,7 +9,17 @@ from typing import Any, overload
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
+from stash.rm.v1 import common_pb2
+from stash_common.job_lifecycle import FAILED, QUEUED, RUNNING, SUCCEEDED
+
 _EXACT_FLOAT_INT = 2**53
+# A job-backed row's status (`stash_common.job_lifecycle`) as the API's JobStatus.
+JOB_STATUSES = {
+    QUEUED: common_pb2.JOB_STATUS_QUEUED,
+    RUNNING: common_pb2.JOB_STATUS_RUNNING,
+    SUCCEEDED: common_pb2.JOB_STATUS_SUCCEEDED,
+    FAILED: common_pb2.JOB_STATUS_FAILED,
+}
 
 
 def plain(value: Any) -> Any:

@@ -73,7 +73,7 @@ def test_only_one_of_two_claimers_wins(sessions: Any) -> None:
 
 def test_only_a_failed_model_can_be_retried_and_it_keeps_its_id_and_traces(sessions: Any) -> None:
     model_id = _queued(sessions)
-    with transaction(sessions) as session, pytest.raises(FailedPrecondition, match="only a failed model"):
+    with transaction(sessions) as session, pytest.raises(FailedPrecondition, match="only a failed reward model"):
         store.retry(session, OWNER, model_id)
     with transaction(sessions) as session:
         row = session.get(store.RewardModelRow, model_id)

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from stash.rm.v1 import common_pb2, trainer_pb2, trainer_pb2_grpc
 from stash_common.db import transaction, utc_now
 from stash_common.errors import InvalidArgument, NotFound
-from stash_common.messages import json_of, struct_of, timestamp_of
+from stash_common.messages import JOB_STATUSES, json_of, struct_of, timestamp_of
 from stash_common.requests import owner_of
 from stash_common.storage import ObjectStore
 from stash_common.training_metrics import check_training_metrics
@@ -34,12 +34,6 @@ MAX_TRACES = 10_000
 MAX_EPOCHS = 50
 MAX_PAIRS_LIMIT = 100_000
 EXPORT_CHUNK_BYTES = 1 << 20
-_STATUSES = {
-    store.QUEUED: common_pb2.JOB_STATUS_QUEUED,
-    store.RUNNING: common_pb2.JOB_STATUS_RUNNING,
-    store.SUCCEEDED: common_pb2.JOB_STATUS_SUCCEEDED,
-    store.FAILED: common_pb2.JOB_STATUS_FAILED,
-}
 _LABELS = {
     "positive": trainer_pb2.FEEDBACK_LABEL_POSITIVE,
     "negative": trainer_pb2.FEEDBACK_LABEL_NEGATIVE,
@@ -131,14 +125,18 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
     def ExportPairs(
         self, request: trainer_pb2.ExportPairsRequest, context: grpc.ServicerContext
     ) -> Iterator[trainer_pb2.ExportPairsResponse]:
-        """The owner's recorded training pairs as JSONL (`{chosen, rejected, trace_ids, granularity, action_type}`)."""
+        """The owner's recorded training pairs as JSONL (`{chosen, rejected, trace_ids, granularity, action_type}`).
+
+        With `with_evidence`, each line is the recorded `pairs.jsonl` line: those fields, then the evidence.
+        """
         owner_id = owner_of(request)
         model_id = request.reward_model_id if request.HasField("reward_model_id") else None
         with transaction(self.sessions) as session:
             if model_id is not None:
                 store.find_model(session, owner_id, model_id)
             rows = store.exported_pairs(session, owner_id, model_id)
-            lines = [orjson.dumps(export_line(row.pair)) + b"\n" for row in rows]
+            pairs = [row.pair if request.with_evidence else export_line(row.pair) for row in rows]
+            lines = [orjson.dumps(pair) + b"\n" for pair in pairs]
         chunk = b""
         for line in lines:
             chunk += line
@@ -236,7 +234,7 @@ def model_to_proto(row: store.RewardModelRow) -> trainer_pb2.RewardModel:
         epochs=row.epochs,
         max_pairs=row.max_pairs,
         trace_count=len(row.trace_ids),
-        status=_STATUSES[row.status],
+        status=JOB_STATUSES[row.status],
         num_pairs=row.num_pairs,
         metrics=struct_of(row.metrics),
         error=row.error,

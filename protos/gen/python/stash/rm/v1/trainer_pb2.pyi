@@ -657,19 +657,23 @@ class ExportPairsRequest(_message.Message):
 
     OWNER_ID_FIELD_NUMBER: _builtins.int
     REWARD_MODEL_ID_FIELD_NUMBER: _builtins.int
+    WITH_EVIDENCE_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """The authenticated owner."""
     reward_model_id: _builtins.str
     """Only this model's training pairs; every model's when unset."""
+    with_evidence: _builtins.bool
+    """Each line also carries the pair's recorded evidence (source, step ids, credits, quotes)."""
     def __init__(
         self,
         *,
         owner_id: _builtins.str = ...,
         reward_model_id: _builtins.str | None = ...,
+        with_evidence: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_reward_model_id", b"_reward_model_id", "reward_model_id", b"reward_model_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reward_model_id", b"_reward_model_id", "owner_id", b"owner_id", "reward_model_id", b"reward_model_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reward_model_id", b"_reward_model_id", "owner_id", b"owner_id", "reward_model_id", b"reward_model_id", "with_evidence", b"with_evidence"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__reward_model_id: _TypeAlias = _typing.Literal["reward_model_id"]  # noqa: Y015
     _WhichOneofArgType__reward_model_id: _TypeAlias = _typing.Literal["_reward_model_id", b"_reward_model_id"]  # noqa: Y015
