@@ -15,6 +15,7 @@ from pathlib import Path
 from stash_common.errors import FailedPrecondition, StashError
 from stash_common.job_files import job_log
 from stash_common.settings import load
+from stash_common.worker_storage import WorkerStorageSettings, fetch_checkpoint
 from stash_scorer.job_contract import (
     LOG_FILE,
     ScoreJob,
@@ -24,9 +25,8 @@ from stash_scorer.job_contract import (
     write_error,
     write_result,
 )
-from stash_scorer.worker.checkpoint import action_stats, fetch_checkpoint
+from stash_scorer.worker.checkpoint import action_stats
 from stash_scorer.worker.reports import Reporter
-from stash_scorer.worker.settings import ScoringWorkerSettings
 from stash_scorer.worker.traces import TraceInput, trace_inputs, trace_result
 
 LOG = logging.getLogger(__name__)
@@ -66,9 +66,9 @@ def fail_job(job_dir: Path, reporter: Reporter, message: str, permanent: bool) -
 def score_job(job_dir: Path, job: ScoreJob, reporter: Reporter) -> int:
     """Score and report every run of `job`; the number of actions scored."""
     traces = trace_inputs(job, read_action_score_items(job_dir), read_score_items(job_dir))
-    objects = load(ScoringWorkerSettings).object_store()
+    objects = load(WorkerStorageSettings).object_store()
     with tempfile.TemporaryDirectory(prefix="stash-score-") as scratch:
-        model_dir = fetch_checkpoint(objects, job, Path(scratch))
+        model_dir = fetch_checkpoint(objects, job.reward_model_id, job.reward_model_key, Path(scratch))
         stats = action_stats(model_dir, job)
         # Imported here: torch and transformers take seconds to load, and every check above runs first.
         from stash_scorer.worker.scoring import load_scoring_model, score_trace
