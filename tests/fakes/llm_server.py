@@ -4,6 +4,8 @@ Paid LLM providers are unreachable from tests, so the real `anthropic`, `openai`
 clients talk to this server instead (base URL = `FakeLLM.url`). Tests decide what it answers
 with `reply` (a function of the request body) and read back every request it received. An OpenAI
 request with `logprobs: true` gets the first token's `top_logprobs` from `logprobs`, when set.
+`fail_status` fails every request, `status_of` chosen ones (a status, or None to answer), and
+`delay_s` holds each answer back (a provider's latency).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Responder = Callable[[str, dict[str, Any]], str]
+# The error status to answer one request with, or None to answer it.
+StatusResponder = Callable[[str, dict[str, Any]], int | None]
 # Token → probability of the first output token's alternatives, or None for a response without logprobs.
 LogprobResponder = Callable[[str, dict[str, Any]], dict[str, float] | None]
 
@@ -29,6 +33,8 @@ class FakeLLM:
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.reply: Responder = lambda _path, _body: "ok"
         self.fail_status: int | None = None
+        self.status_of: StatusResponder | None = None
+        self.delay_s = 0.0
         self.logprobs: LogprobResponder | None = None
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -52,8 +58,10 @@ class FakeLLM:
     def answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """The status and JSON body for one request."""
         self.requests.append((path, body))
-        if self.fail_status is not None:
-            return self.fail_status, {"type": "error", "error": {"type": "api_error", "message": "injected failure"}}
+        time.sleep(self.delay_s)
+        status = self.fail_status if self.fail_status is not None else self.status_of and self.status_of(path, body)
+        if status:
+            return status, {"type": "error", "error": {"type": "api_error", "message": "injected failure"}}
         text = self.reply(path, body)
         if path.endswith("/messages"):
             return 200, _anthropic_message(body.get("model", "fake"), text)

@@ -51,17 +51,6 @@ def test_health_reports_serving_for_server_and_service(channel: grpc.Channel) ->
     assert check_health(channel, "stash.test.Unknown") == "SERVICE_UNKNOWN"
 
 
-def test_health_reports_not_serving_for_an_api_not_built_while_the_server_serves() -> None:
-    server = start(_register, "127.0.0.1", 0, not_built=[SERVICE])
-    channel = open_channel(f"127.0.0.1:{server.port}")
-    try:
-        server.set_serving(True)
-        assert (check_health(channel), check_health(channel, SERVICE)) == ("SERVING", "NOT_SERVING")
-    finally:
-        channel.close()
-        server.stop(0)
-
-
 def test_a_waiting_channel_reaches_a_server_that_starts_after_the_call() -> None:
     port = free_port()
     channel = open_channel(f"127.0.0.1:{port}", wait_for_ready=True)

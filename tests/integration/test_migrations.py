@@ -9,6 +9,7 @@ from sqlalchemy import inspect
 
 from stash_common.db import downgrade, make_engine, normalise_url, upgrade
 from stash_gateway import store as gateway_store
+from stash_gepa import store as gepa_store
 from stash_ingest import store as ingest_store
 from stash_labeler import store as labeler_store
 from stash_scorer import store as scorer_store
@@ -21,6 +22,7 @@ OWNERS = [
     ("labeler", labeler_store.MIGRATIONS_DIR, labeler_store.Base),
     ("trainer", trainer_store.MIGRATIONS_DIR, trainer_store.Base),
     ("scorer", scorer_store.MIGRATIONS_DIR, scorer_store.Base),
+    ("gepa", gepa_store.MIGRATIONS_DIR, gepa_store.Base),
 ]
 
 

@@ -61,9 +61,9 @@ def cluster_env(postgres_url: str, redis_url: str) -> dict[str, str]:
     and the admin key an operator would set from a Secret, given to the gateway and the CLI alike."""
     admin_key = secrets.token_urlsafe(32)
     env = {"STASH_PROFILE": "cluster", "STASH_GATEWAY_ADMIN_KEY": admin_key, "STASH_ADMIN_KEY": admin_key}
-    for service in ("gateway", "ingest", "labeler", "trainer", "scorer"):
+    for service in ("gateway", "ingest", "labeler", "trainer", "scorer", "gepa"):
         env[f"STASH_{service.upper()}_DATABASE_URL"] = postgres_url
-    for service in ("labeler", "trainer", "scorer"):
+    for service in ("labeler", "trainer", "scorer", "gepa"):
         env[f"STASH_{service.upper()}_REDIS_URL"] = redis_url
     return env
 

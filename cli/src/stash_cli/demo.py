@@ -6,7 +6,9 @@ reactions), waits for the labeler to label and score each one, prints every trac
 with its automatic score and outcome, then trains a reward model on the samples'
 automatic action credit (the packaged MiniLM, on this machine's CPU or GPU), prints
 its metrics, waits until the scores the training job computed for every action are
-published, and prints the actions the model credits most and least.
+published, and prints the actions the model credits most and least. Last, when a task and a
+reflection model are configured (`ANTHROPIC_API_KEY` for the defaults, or `STASH_TASK_MODEL` and
+friends), GEPA writes a SKILL.md against the model; otherwise the demo prints the setting that enables it.
 
 The scores are read back through GET /traces/{id}, the way any client sees them, rather
 than taken from the trainer: what the demo prints is what the platform stored.
@@ -27,6 +29,8 @@ from rich.table import Table
 
 from stash_cli.accounts import AdminClient
 from stash_cli.client import ApiError, GatewayClient
+from stash_cli.settings import CliSettings
+from stash_cli.skills import follow_run, save_skill, show_result, start_run
 from stash_cli.stack import Layout
 
 DEMO_USER = "demo"
@@ -40,6 +44,11 @@ TITLE_SHOWN = 40
 CREDIT_EXPLAINED = (
     "credit −1…+1: how much this model prefers the action relative to its training reference;"
     " 0 is the reference mean; compare within one model"
+)
+GEPA_DISABLED = (
+    "No SKILL.md this time: GEPA needs a task and a reflection model. Set ANTHROPIC_API_KEY (the defaults are"
+    " anthropic/claude-haiku-4-5 and anthropic/claude-sonnet-5) and run the demo again; STASH_TASK_MODEL,"
+    " STASH_TASK_API_BASE and STASH_REFLECTION_MODEL choose other LiteLLM models."
 )
 AUTOMATIC_CREDIT = {"input_version": 3, "annotation_source": "automatic"}
 METRICS_SHOWN = (
@@ -65,8 +74,8 @@ def demo_key(admin: AdminClient) -> str:
     return admin.create_key(DEMO_USER, "demo", read_only=False)["key"]
 
 
-def run_demo(layout: Layout, admin_key: str, console: Console) -> None:
-    """Create the demo account, check the stack, import and show the samples, train on them, show the credit."""
+def run_demo(layout: Layout, admin_key: str, settings: CliSettings, console: Console) -> None:
+    """Create the demo account, check the stack, import and show the samples, train, show the credit, write a skill."""
     with closing(AdminClient(layout.gateway_url, admin_key)) as admin:
         key = demo_key(admin)
     client = GatewayClient(layout.gateway_url, key)
@@ -83,6 +92,7 @@ def run_demo(layout: Layout, admin_key: str, console: Console) -> None:
         _show_model(model, console)
         if model["status"] == "succeeded":
             _show_action_credit(_wait_for_action_scores(client, console, model, trace_ids), model, console)
+            _write_skill(client, console, model, settings, layout.data_dir / "SKILL.md")
     finally:
         client.close()
     console.print(f"API key for this stack (full access): [bold]{key}[/bold]")
@@ -243,3 +253,14 @@ def _add_actions(table: Table, actions: list[ScoredAction]) -> None:
     for action in actions:
         credit, score = f"{action.credit:+.2f}", f"{action.score:+.3f}"
         table.add_row(action.trace_title, str(action.step_index), action.actor, action.text, credit, score)
+
+
+def _write_skill(
+    client: GatewayClient, console: Console, model: dict[str, Any], settings: CliSettings, output: Path
+) -> None:
+    """GEPA against the trained model, when a task and reflection model are configured; the skill saved."""
+    if not settings.gepa_configured:
+        console.print(GEPA_DISABLED)
+        return
+    run = follow_run(client, start_run(client, model["id"], **settings.gepa_settings()), console)
+    show_result(run, console, save_skill(client, run, output) if run["status"] == "succeeded" else None)

@@ -45,6 +45,25 @@ class CliSettings(BaseSettings):
     trainer_port: int = shared("STASH_TRAINER_PORT", DEFAULT_GRPC_PORTS["trainer"], "gRPC port of the trainer")
     scorer_port: int = shared("STASH_SCORER_PORT", DEFAULT_GRPC_PORTS["scorer"], "gRPC port of the scorer")
     gepa_port: int = shared("STASH_GEPA_PORT", DEFAULT_GRPC_PORTS["gepa"], "gRPC port of GEPA")
+    task_model: str | None = shared("STASH_TASK_MODEL", None, "the main job's GEPA task model (LiteLLM string)")
+    task_api_base: str | None = shared("STASH_TASK_API_BASE", None, "API base of the main job's task model")
+    reflection_model: str | None = shared("STASH_REFLECTION_MODEL", None, "the main job's GEPA reflection model")
+    anthropic_api_key: str | None = shared(
+        "ANTHROPIC_API_KEY", None, "the key the default GEPA models need (the services read it too)"
+    )
+
+    @property
+    def gepa_configured(self) -> bool:
+        """Whether the main job can run GEPA: a task model is named, or the default (Anthropic) models have a key."""
+        return bool(self.task_model or self.anthropic_api_key)
+
+    def gepa_settings(self) -> dict[str, str | None]:
+        """The main job's GEPA run settings (unset: the server's defaults)."""
+        return {
+            "task_model": self.task_model,
+            "task_api_base": self.task_api_base,
+            "reflection_model": self.reflection_model,
+        }
 
     @property
     def local_gateway_url(self) -> str:

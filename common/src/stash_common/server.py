@@ -92,15 +92,12 @@ class RunningServer:
     health: health.HealthServicer
     service_names: Sequence[str]
     port: int
-    # APIs published before their behaviour: they report NOT_SERVING whatever the server does.
-    not_built: Sequence[str] = ()
 
     def set_serving(self, serving: bool) -> None:
         """Report the server and its services SERVING, or NOT_SERVING while they cannot serve."""
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         for name in ["", *self.service_names]:
-            built = name not in self.not_built
-            self.health.set(name, status if built else health_pb2.HealthCheckResponse.NOT_SERVING)
+            self.health.set(name, status)
 
     def stop(self, grace_s: float) -> None:
         """Report NOT_SERVING, then let in-flight calls finish for up to `grace_s` seconds."""
@@ -114,13 +111,10 @@ def start(
     port: int,
     max_workers: int = 16,
     serving: bool = True,
-    not_built: Sequence[str] = (),
 ) -> RunningServer:
     """Start a server with health checking and reflection; port 0 picks a free port.
 
-    With `serving` false the server answers but reports NOT_SERVING until `set_serving(True)`. The
-    services named in `not_built` always report NOT_SERVING, while the server itself ("") reports
-    whether the process is up: a client asking for such an API learns it cannot be served.
+    With `serving` false the server answers but reports NOT_SERVING until `set_serving(True)`.
     """
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers),
@@ -136,7 +130,7 @@ def start(
     )
     bound = server.add_insecure_port(f"{host}:{port}")
     server.start()
-    running = RunningServer(server, health_servicer, service_names, bound, not_built)
+    running = RunningServer(server, health_servicer, service_names, bound)
     running.set_serving(serving)
     return running
 
@@ -149,7 +143,6 @@ def serve(
     grace_s: float = 10.0,
     on_stop: Callable[[], None] | None = None,
     prepare: Callable[[], None] | None = None,
-    not_built: Sequence[str] = (),
 ) -> None:
     """Run a service's gRPC server until SIGTERM or SIGINT, then shut down gracefully.
 
@@ -157,7 +150,7 @@ def serve(
     its workers); the server reports SERVING when it returns. `on_stop` runs after the server has
     drained: it stops the service's background workers.
     """
-    running = start(register, host, port, serving=prepare is None, not_built=not_built)
+    running = start(register, host, port, serving=prepare is None)
     log.info("serving", service=service, host=host, port=running.port, services=list(running.service_names))
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

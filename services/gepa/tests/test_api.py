@@ -1,20 +1,46 @@
-"""The published GepaService: every RPC is declared and answers UNIMPLEMENTED naming itself and its issue."""
+"""A GEPA run request: the spec's defaults, and the settings refused with the field named."""
 
 import pytest
-from google.protobuf.descriptor import MethodDescriptor
 
 from stash.rm.v1 import gepa_pb2
-from stash_common.errors import Code, Unimplemented
-from stash_gepa.api import GepaServicer
-
-SERVICE = gepa_pb2.DESCRIPTOR.services_by_name["GepaService"]
+from stash_common.errors import InvalidArgument
+from stash_gepa.api import run_from_request
 
 
-@pytest.mark.parametrize("method", list(SERVICE.methods), ids=lambda method: method.name)
-def test_every_rpc_answers_unimplemented_naming_the_rpc_and_its_issue(method: MethodDescriptor) -> None:
-    request = getattr(gepa_pb2, method.input_type.name)()
+def test_only_the_reward_model_is_required_and_the_rest_has_the_specs_defaults() -> None:
+    row = run_from_request(gepa_pb2.CreateGepaRunRequest(owner_id="alice", reward_model_id="m1"), "alice")
 
-    with pytest.raises(Unimplemented, match=rf"^GepaService\.{method.name} is not built yet: .*issue 13$") as raised:
-        getattr(GepaServicer(), method.name)(request, None)
+    assert (row.owner_id, row.reward_model_id, row.task_api_base) == ("alice", "m1", None)
+    assert (row.task_model, row.reflection_model, row.max_metric_calls) == (
+        "anthropic/claude-haiku-4-5",
+        "anthropic/claude-sonnet-5",
+        40,
+    )
 
-    assert raised.value.code == Code.UNIMPLEMENTED
+
+def test_an_openai_compatible_server_is_a_model_string_and_an_api_base() -> None:
+    request = gepa_pb2.CreateGepaRunRequest(
+        reward_model_id="m1", task_model="openai/qwen3-8b", task_api_base="http://vllm:8000/v1", max_metric_calls=80
+    )
+
+    row = run_from_request(request, "alice")
+
+    assert (row.task_model, row.task_api_base, row.max_metric_calls) == ("openai/qwen3-8b", "http://vllm:8000/v1", 80)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({}, "reward_model_id"),
+        ({"reward_model_id": "m1", "max_metric_calls": 0}, "max_metric_calls"),
+        ({"reward_model_id": "m1", "max_metric_calls": 10_001}, "max_metric_calls"),
+        ({"reward_model_id": "m1", "task_api_base": "vllm:8000"}, "task_api_base"),
+        ({"reward_model_id": "m1", "task_model": "  "}, "task_model"),
+        ({"reward_model_id": "m1", "reflection_model": "x" * 501}, "reflection_model"),
+    ],
+)
+def test_a_bad_setting_is_refused_naming_it(fields: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        run_from_request(gepa_pb2.CreateGepaRunRequest(**fields), "alice")  # type: ignore[arg-type]
+
+    assert raised.value.field == field

@@ -14,7 +14,7 @@ import grpc
 import structlog
 from google.protobuf.message import Message
 
-from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2_grpc, scorer_pb2_grpc, trainer_pb2_grpc
+from stash.rm.v1 import gepa_pb2_grpc, ingest_pb2_grpc, labeler_pb2_grpc, scorer_pb2_grpc, trainer_pb2_grpc
 from stash_common.channels import check_health, open_channel
 from stash_common.settings import ServiceSettings
 
@@ -63,6 +63,11 @@ class Peers:
     def scorer(self) -> scorer_pb2_grpc.ScorerServiceStub:
         """A stub for the scorer service."""
         return scorer_pb2_grpc.ScorerServiceStub(self.channels["scorer"])
+
+    @property
+    def gepa(self) -> gepa_pb2_grpc.GepaServiceStub:
+        """A stub for the gepa service."""
+        return gepa_pb2_grpc.GepaServiceStub(self.channels["gepa"])
 
     def health(self, timeout_s: float) -> dict[str, str]:
         """Every service's health status name, checked concurrently."""

@@ -1,30 +1,65 @@
-"""Entry point: load settings, register the GepaService, serve gRPC until SIGTERM."""
+"""Entry point: load settings, build the gepa service, serve gRPC until SIGTERM.
+
+The server listens at once but reports NOT_SERVING until its tables are migrated and its dispatcher
+runs. The service never opens the object store: its workers download the checkpoint themselves.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 import grpc
 
-from stash.rm.v1 import gepa_pb2, gepa_pb2_grpc
+from stash.rm.v1 import gepa_pb2, gepa_pb2_grpc, ingest_pb2_grpc, trainer_pb2_grpc
+from stash_common.channels import peer_channel
+from stash_common.coordination import make_wakeups
+from stash_common.db import make_engine, make_sessions, upgrade
+from stash_common.launcher import LocalSubprocessLauncher
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
 from stash_gepa.api import GepaServicer
+from stash_gepa.clients import TraceClient, TrainerClient
+from stash_gepa.runs import WORKER_MODULE, Dispatcher, JobSettings
 from stash_gepa.settings import GepaSettings
+from stash_gepa.store import MIGRATIONS_DIR
 
-GEPA_SERVICE = gepa_pb2.DESCRIPTOR.services_by_name["GepaService"].full_name
 
-
-def register(server: grpc.Server) -> Sequence[str]:
-    """Add the gepa API to `server` (its RPCs answer UNIMPLEMENTED until their issue lands)."""
-    gepa_pb2_grpc.add_GepaServiceServicer_to_server(GepaServicer(), server)
-    return [GEPA_SERVICE]
+def job_settings(settings: GepaSettings) -> JobSettings:
+    """The GEPA-job settings of this service."""
+    return JobSettings(
+        artifact_dir=settings.artifact_dir,
+        reflection_api_base=settings.reflection_api_base,
+        reflection_minibatch_size=settings.reflection_minibatch_size,
+        task_concurrency=settings.task_concurrency,
+        max_length=settings.max_length,
+        batch_size=settings.batch_size,
+        submit_timeout=timedelta(seconds=settings.submit_timeout_s),
+        job_timeout=timedelta(seconds=settings.job_timeout_s),
+        sweep_interval_s=settings.sweep_interval_s,
+    )
 
 
 def main() -> None:
     """Run the gepa service until SIGTERM or SIGINT."""
     settings = load(GepaSettings)
     configure_logging("gepa", settings.log_level)
-    # The process is up, but GepaService cannot run anything yet: its health says NOT_SERVING (issue 13).
-    serve("gepa", register, settings.host, settings.port, not_built=[GEPA_SERVICE])
+    sessions = make_sessions(make_engine(settings.database_url))
+    models = TrainerClient(trainer_pb2_grpc.TrainerServiceStub(peer_channel(settings, "trainer")))
+    traces = TraceClient(ingest_pb2_grpc.IngestServiceStub(peer_channel(settings, "ingest")))
+    launcher = LocalSubprocessLauncher(WORKER_MODULE)
+    dispatcher = Dispatcher(
+        sessions, models, traces, launcher, make_wakeups(settings.redis_url), job_settings(settings)
+    )
+    servicer = GepaServicer(sessions, models, dispatcher)
+
+    def register(server: grpc.Server) -> Sequence[str]:
+        gepa_pb2_grpc.add_GepaServiceServicer_to_server(servicer, server)
+        return [gepa_pb2.DESCRIPTOR.services_by_name["GepaService"].full_name]
+
+    def prepare() -> None:
+        upgrade("gepa", MIGRATIONS_DIR, settings.database_url)
+        dispatcher.start()
+
+    serve("gepa", register, settings.host, settings.port, on_stop=dispatcher.stop, prepare=prepare)

@@ -47,6 +47,32 @@ class SkillCandidate(_message.Message):
 Global___SkillCandidate: _TypeAlias = SkillCandidate  # noqa: Y015
 
 @_typing.final
+class ExampleFailure(_message.Message):
+    """An example the task model could not answer, and why."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    trace_id: _builtins.str
+    """The trace the example came from."""
+    error: _builtins.str
+    """The provider's error."""
+    def __init__(
+        self,
+        *,
+        trace_id: _builtins.str = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "trace_id", b"trace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExampleFailure: _TypeAlias = ExampleFailure  # noqa: Y015
+
+@_typing.final
 class GepaRun(_message.Message):
     """A GEPA run and its result."""
 
@@ -70,6 +96,11 @@ class GepaRun(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     STARTED_AT_FIELD_NUMBER: _builtins.int
     FINISHED_AT_FIELD_NUMBER: _builtins.int
+    METRIC_CALLS_USED_FIELD_NUMBER: _builtins.int
+    BUDGET_WARNING_FIELD_NUMBER: _builtins.int
+    EXAMPLE_FAILURES_FIELD_NUMBER: _builtins.int
+    TRAIN_EXAMPLES_FIELD_NUMBER: _builtins.int
+    VALIDATION_EXAMPLES_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """GEPA run id (UUID)."""
     reward_model_id: _builtins.str
@@ -98,6 +129,14 @@ class GepaRun(_message.Message):
     """The seed skill as a full rendered SKILL.md; unset until succeeded."""
     seed_score: _builtins.float
     """The seed skill's score; unset until succeeded."""
+    metric_calls_used: _builtins.int
+    """Metric calls used so far (the progress of a running run); unset before the worker reports."""
+    budget_warning: _builtins.str
+    """Why the budget is too small for GEPA to propose more than one candidate; unset when it is not."""
+    train_examples: _builtins.int
+    """How many examples GEPA trains on; unset before the job is prepared."""
+    validation_examples: _builtins.int
+    """How many examples GEPA validates on; unset before the job is prepared."""
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___SkillCandidate]:
         """Every candidate tried."""
@@ -113,6 +152,10 @@ class GepaRun(_message.Message):
     @_builtins.property
     def finished_at(self) -> _timestamp_pb2.Timestamp:
         """When the run finished."""
+
+    @_builtins.property
+    def example_failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___ExampleFailure]:
+        """Examples whose task-model call failed (each scored 0 for that candidate)."""
 
     def __init__(
         self,
@@ -135,17 +178,26 @@ class GepaRun(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         started_at: _timestamp_pb2.Timestamp | None = ...,
         finished_at: _timestamp_pb2.Timestamp | None = ...,
+        metric_calls_used: _builtins.int | None = ...,
+        budget_warning: _builtins.str | None = ...,
+        example_failures: _abc.Iterable[Global___ExampleFailure] | None = ...,
+        train_examples: _builtins.int | None = ...,
+        validation_examples: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_best_score", b"_best_score", "_best_skill", b"_best_skill", "_error", b"_error", "_seed_score", b"_seed_score", "_seed_skill", b"_seed_skill", "_skill_description", b"_skill_description", "_skill_name", b"_skill_name", "_task_api_base", b"_task_api_base", "best_score", b"best_score", "best_skill", b"best_skill", "created_at", b"created_at", "error", b"error", "finished_at", b"finished_at", "seed_score", b"seed_score", "seed_skill", b"seed_skill", "skill_description", b"skill_description", "skill_name", b"skill_name", "started_at", b"started_at", "task_api_base", b"task_api_base"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_best_score", b"_best_score", "_best_skill", b"_best_skill", "_budget_warning", b"_budget_warning", "_error", b"_error", "_metric_calls_used", b"_metric_calls_used", "_seed_score", b"_seed_score", "_seed_skill", b"_seed_skill", "_skill_description", b"_skill_description", "_skill_name", b"_skill_name", "_task_api_base", b"_task_api_base", "_train_examples", b"_train_examples", "_validation_examples", b"_validation_examples", "best_score", b"best_score", "best_skill", b"best_skill", "budget_warning", b"budget_warning", "created_at", b"created_at", "error", b"error", "finished_at", b"finished_at", "metric_calls_used", b"metric_calls_used", "seed_score", b"seed_score", "seed_skill", b"seed_skill", "skill_description", b"skill_description", "skill_name", b"skill_name", "started_at", b"started_at", "task_api_base", b"task_api_base", "train_examples", b"train_examples", "validation_examples", b"validation_examples"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_best_score", b"_best_score", "_best_skill", b"_best_skill", "_error", b"_error", "_seed_score", b"_seed_score", "_seed_skill", b"_seed_skill", "_skill_description", b"_skill_description", "_skill_name", b"_skill_name", "_task_api_base", b"_task_api_base", "best_score", b"best_score", "best_skill", b"best_skill", "candidates", b"candidates", "created_at", b"created_at", "error", b"error", "finished_at", b"finished_at", "id", b"id", "max_metric_calls", b"max_metric_calls", "reflection_model", b"reflection_model", "reward_model_id", b"reward_model_id", "seed_score", b"seed_score", "seed_skill", b"seed_skill", "skill_description", b"skill_description", "skill_name", b"skill_name", "started_at", b"started_at", "status", b"status", "task_api_base", b"task_api_base", "task_model", b"task_model"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_best_score", b"_best_score", "_best_skill", b"_best_skill", "_budget_warning", b"_budget_warning", "_error", b"_error", "_metric_calls_used", b"_metric_calls_used", "_seed_score", b"_seed_score", "_seed_skill", b"_seed_skill", "_skill_description", b"_skill_description", "_skill_name", b"_skill_name", "_task_api_base", b"_task_api_base", "_train_examples", b"_train_examples", "_validation_examples", b"_validation_examples", "best_score", b"best_score", "best_skill", b"best_skill", "budget_warning", b"budget_warning", "candidates", b"candidates", "created_at", b"created_at", "error", b"error", "example_failures", b"example_failures", "finished_at", b"finished_at", "id", b"id", "max_metric_calls", b"max_metric_calls", "metric_calls_used", b"metric_calls_used", "reflection_model", b"reflection_model", "reward_model_id", b"reward_model_id", "seed_score", b"seed_score", "seed_skill", b"seed_skill", "skill_description", b"skill_description", "skill_name", b"skill_name", "started_at", b"started_at", "status", b"status", "task_api_base", b"task_api_base", "task_model", b"task_model", "train_examples", b"train_examples", "validation_examples", b"validation_examples"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__best_score: _TypeAlias = _typing.Literal["best_score"]  # noqa: Y015
     _WhichOneofArgType__best_score: _TypeAlias = _typing.Literal["_best_score", b"_best_score"]  # noqa: Y015
     _WhichOneofReturnType__best_skill: _TypeAlias = _typing.Literal["best_skill"]  # noqa: Y015
     _WhichOneofArgType__best_skill: _TypeAlias = _typing.Literal["_best_skill", b"_best_skill"]  # noqa: Y015
+    _WhichOneofReturnType__budget_warning: _TypeAlias = _typing.Literal["budget_warning"]  # noqa: Y015
+    _WhichOneofArgType__budget_warning: _TypeAlias = _typing.Literal["_budget_warning", b"_budget_warning"]  # noqa: Y015
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
+    _WhichOneofReturnType__metric_calls_used: _TypeAlias = _typing.Literal["metric_calls_used"]  # noqa: Y015
+    _WhichOneofArgType__metric_calls_used: _TypeAlias = _typing.Literal["_metric_calls_used", b"_metric_calls_used"]  # noqa: Y015
     _WhichOneofReturnType__seed_score: _TypeAlias = _typing.Literal["seed_score"]  # noqa: Y015
     _WhichOneofArgType__seed_score: _TypeAlias = _typing.Literal["_seed_score", b"_seed_score"]  # noqa: Y015
     _WhichOneofReturnType__seed_skill: _TypeAlias = _typing.Literal["seed_skill"]  # noqa: Y015
@@ -156,12 +208,20 @@ class GepaRun(_message.Message):
     _WhichOneofArgType__skill_name: _TypeAlias = _typing.Literal["_skill_name", b"_skill_name"]  # noqa: Y015
     _WhichOneofReturnType__task_api_base: _TypeAlias = _typing.Literal["task_api_base"]  # noqa: Y015
     _WhichOneofArgType__task_api_base: _TypeAlias = _typing.Literal["_task_api_base", b"_task_api_base"]  # noqa: Y015
+    _WhichOneofReturnType__train_examples: _TypeAlias = _typing.Literal["train_examples"]  # noqa: Y015
+    _WhichOneofArgType__train_examples: _TypeAlias = _typing.Literal["_train_examples", b"_train_examples"]  # noqa: Y015
+    _WhichOneofReturnType__validation_examples: _TypeAlias = _typing.Literal["validation_examples"]  # noqa: Y015
+    _WhichOneofArgType__validation_examples: _TypeAlias = _typing.Literal["_validation_examples", b"_validation_examples"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__best_score) -> _WhichOneofReturnType__best_score | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__best_skill) -> _WhichOneofReturnType__best_skill | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__budget_warning) -> _WhichOneofReturnType__budget_warning | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__metric_calls_used) -> _WhichOneofReturnType__metric_calls_used | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__seed_score) -> _WhichOneofReturnType__seed_score | None: ...
     @_typing.overload
@@ -172,6 +232,10 @@ class GepaRun(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__skill_name) -> _WhichOneofReturnType__skill_name | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__task_api_base) -> _WhichOneofReturnType__task_api_base | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__train_examples) -> _WhichOneofReturnType__train_examples | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__validation_examples) -> _WhichOneofReturnType__validation_examples | None: ...
 
 Global___GepaRun: _TypeAlias = GepaRun  # noqa: Y015
 
@@ -403,3 +467,53 @@ class GetSkillResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetSkillResponse: _TypeAlias = GetSkillResponse  # noqa: Y015
+
+@_typing.final
+class RetryGepaRunRequest(_message.Message):
+    """Request of RetryGepaRun."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    GEPA_RUN_ID_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The authenticated owner."""
+    gepa_run_id: _builtins.str
+    """A failed GEPA run of the owner."""
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        gepa_run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gepa_run_id", b"gepa_run_id", "owner_id", b"owner_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryGepaRunRequest: _TypeAlias = RetryGepaRunRequest  # noqa: Y015
+
+@_typing.final
+class RetryGepaRunResponse(_message.Message):
+    """Response of RetryGepaRun."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GEPA_RUN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def gepa_run(self) -> Global___GepaRun:
+        """The run, queued again."""
+
+    def __init__(
+        self,
+        *,
+        gepa_run: Global___GepaRun | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["gepa_run", b"gepa_run"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gepa_run", b"gepa_run"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryGepaRunResponse: _TypeAlias = RetryGepaRunResponse  # noqa: Y015

@@ -56,6 +56,11 @@ class GepaServiceStub:
                 request_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.GetSkillRequest.SerializeToString,
                 response_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.GetSkillResponse.FromString,
                 _registered_method=True)
+        self.RetryGepaRun = channel.unary_unary(
+                '/stash.rm.v1.GepaService/RetryGepaRun',
+                request_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunResponse.FromString,
+                _registered_method=True)
 
 
 class GepaServiceServicer:
@@ -91,6 +96,13 @@ class GepaServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RetryGepaRun(self, request, context):
+        """Queues a failed GEPA run again, keeping its id and settings.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GepaServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -113,6 +125,11 @@ def add_GepaServiceServicer_to_server(servicer, server):
                     servicer.GetSkill,
                     request_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.GetSkillRequest.FromString,
                     response_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.GetSkillResponse.SerializeToString,
+            ),
+            'RetryGepaRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryGepaRun,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -225,6 +242,33 @@ class GepaService:
             '/stash.rm.v1.GepaService/GetSkill',
             stash_dot_rm_dot_v1_dot_gepa__pb2.GetSkillRequest.SerializeToString,
             stash_dot_rm_dot_v1_dot_gepa__pb2.GetSkillResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryGepaRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.GepaService/RetryGepaRun',
+            stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunResponse.FromString,
             options,
             channel_credentials,
             insecure,

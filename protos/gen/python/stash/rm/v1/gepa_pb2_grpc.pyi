@@ -43,6 +43,8 @@ class GepaServiceStub:
     """Returns one GEPA run."""
     GetSkill: _grpc.UnaryUnaryMultiCallable[_gepa_pb2.GetSkillRequest, _gepa_pb2.GetSkillResponse]
     """Returns the best skill of a succeeded run as a rendered SKILL.md."""
+    RetryGepaRun: _grpc.UnaryUnaryMultiCallable[_gepa_pb2.RetryGepaRunRequest, _gepa_pb2.RetryGepaRunResponse]
+    """Queues a failed GEPA run again, keeping its id and settings."""
 
 @_typing.type_check_only
 class GepaServiceAsyncStub(GepaServiceStub):
@@ -59,6 +61,8 @@ class GepaServiceAsyncStub(GepaServiceStub):
     """Returns one GEPA run."""
     GetSkill: _aio.UnaryUnaryMultiCallable[_gepa_pb2.GetSkillRequest, _gepa_pb2.GetSkillResponse]  # type: ignore[assignment]
     """Returns the best skill of a succeeded run as a rendered SKILL.md."""
+    RetryGepaRun: _aio.UnaryUnaryMultiCallable[_gepa_pb2.RetryGepaRunRequest, _gepa_pb2.RetryGepaRunResponse]  # type: ignore[assignment]
+    """Queues a failed GEPA run again, keeping its id and settings."""
 
 class GepaServiceServicer(metaclass=_abc_1.ABCMeta):
     """GepaService runs GEPA to write a SKILL.md for the agent, with a succeeded
@@ -96,5 +100,13 @@ class GepaServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_gepa_pb2.GetSkillResponse, _abc.Awaitable[_gepa_pb2.GetSkillResponse]]:
         """Returns the best skill of a succeeded run as a rendered SKILL.md."""
+
+    @_abc_1.abstractmethod
+    def RetryGepaRun(
+        self,
+        request: _gepa_pb2.RetryGepaRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gepa_pb2.RetryGepaRunResponse, _abc.Awaitable[_gepa_pb2.RetryGepaRunResponse]]:
+        """Queues a failed GEPA run again, keeping its id and settings."""
 
 def add_GepaServiceServicer_to_server(servicer: GepaServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
