@@ -21,9 +21,13 @@ OTHER_OWNER = "owner-b"
 
 
 def serve_ingest(
-    database_url: str, titler: Titler, announcer: Announcer | None = None, settle: timedelta = timedelta(0)
+    database_url: str,
+    titler: Titler,
+    announcer: Announcer | None = None,
+    settle: timedelta = timedelta(0),
+    port: int = 0,
 ) -> tuple[Any, Callable[[], None]]:
-    """A started ingest server and a stub on it; returns (stub, stop)."""
+    """A started ingest server (on `port`, any free one when 0) and a stub on it; returns (stub, stop)."""
     upgrade("ingest", MIGRATIONS_DIR, database_url)
     engine = make_engine(database_url)
     servicer = IngestServicer(make_sessions(engine), titler, announcer, settle)
@@ -32,7 +36,7 @@ def serve_ingest(
         ingest_pb2_grpc.add_IngestServiceServicer_to_server(servicer, server)
         return ["stash.rm.v1.IngestService"]
 
-    running = start(register, "127.0.0.1", 0)
+    running = start(register, "127.0.0.1", port)
     channel = open_channel(f"127.0.0.1:{running.port}")
 
     def stop() -> None:

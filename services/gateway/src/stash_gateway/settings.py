@@ -59,6 +59,15 @@ class GatewaySettings(ServiceSettings):
     otlp_timeout_s: float = Field(120.0, description="deadline of handing one OTLP export to ingest")
     export_timeout_s: float = Field(3600.0, description="deadline of a JSONL download (traces, annotations, pairs)")
     shutdown_grace_s: int = Field(10, description="seconds open requests get to finish on SIGTERM")
+    # POST /query: each owner's DuckDB and what one query may take.
+    query_timeout_s: float = Field(10.0, description="a query running longer is interrupted (HTTP 408)")
+    query_max_rows: int = Field(1000, description="rows a query returns at most (truncated: true beyond)")
+    query_memory_limit_mb: int = Field(512, description="memory limit of each owner's DuckDB (tables and queries)")
+    query_threads: int = Field(1, description="threads of each owner's DuckDB")
+    query_concurrency: int = Field(2, description="queries (and their loads) the gateway runs at once")
+    query_cache_owners: int = Field(16, description="owners whose loaded tables stay warm")
+    query_cache_mb: int = Field(2048, description="memory the warm owners' databases may hold together")
+    query_load_timeout_s: float = Field(120.0, description="deadline of streaming one service's tables of an owner")
 
     @property
     def base_url(self) -> str:

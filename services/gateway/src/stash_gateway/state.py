@@ -1,6 +1,6 @@
 """Typed access to what the app keeps in `app.state`: the services' stubs and the settings.
 
-Starlette types `app.state` as a bag of `Any`. Routes take these two dependencies instead, so each
+Starlette types `app.state` as a bag of `Any`. Routes take these dependencies instead, so each
 stub call is checked against the generated request and response types, and each deadline is read
 from GatewaySettings rather than written into the route.
 """
@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from stash_gateway.peers import Peers
+from stash_gateway.query.engine import QueryEngine
 from stash_gateway.settings import GatewaySettings
 
 
@@ -27,5 +28,12 @@ def settings_of(request: Request) -> GatewaySettings:
     return settings
 
 
+def query_engine_of(request: Request) -> QueryEngine:
+    """The engine that runs SQL queries over each owner's loaded tables."""
+    engine: QueryEngine = request.app.state.query_engine
+    return engine
+
+
 Services = Annotated[Peers, Depends(peers_of)]
+Queries = Annotated[QueryEngine, Depends(query_engine_of)]
 Settings = Annotated[GatewaySettings, Depends(settings_of)]

@@ -30,7 +30,8 @@ from stash_ingest.annotations import (
     update_annotation,
 )
 from stash_ingest.imports import ImportRequest, ImportResult, Titler, import_traces
-from stash_ingest.otlp import OtlpRequest, ingest_otlp
+from stash_ingest.otlp import OtlpRequest, OtlpResult, ingest_otlp
+from stash_ingest.owner_tables import stream_owner_rows
 from stash_ingest.revisions import Announcer, current_revisions, list_revisions
 from stash_ingest.traces import Span, StoredStep, StoredTrace, TraceSummary
 
@@ -83,6 +84,8 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         job = ImportRequest(owner_of(request), request.format or "auto", request.data, source_id)
         with transaction(self.sessions) as session:
             format_name, imported = import_traces(session, job, self.titler)
+            # Also when every trace is unchanged: such an import may still change a trace's source id.
+            store.touch_owner(session, job.owner_id)
         results = [
             ingest_pb2.ImportedTrace(trace_id=item.trace_id, external_id=item.external_id, result=_RESULTS[item.result])
             for item in imported
@@ -103,11 +106,17 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             json=request.export_trace_service_request_json,
             source_id=request.source_id if request.HasField("source_id") else None,
         )
-        result = self._retrying_conflicts(lambda session: ingest_otlp(session, job, self.titler))
+        result = self._retrying_conflicts(lambda session: self._ingest_otlp(session, job))
         self._announce(result.trace_ids)
         return ingest_pb2.IngestOtlpSpansResponse(
             rejected_spans=result.rejected_spans, error_message=result.error_message, trace_ids=result.trace_ids
         )
+
+    def _ingest_otlp(self, session: Session, job: OtlpRequest) -> OtlpResult:
+        result = ingest_otlp(session, job, self.titler)
+        if result.trace_ids:
+            store.touch_owner(session, job.owner_id)
+        return result
 
     def _announce(self, trace_ids: Sequence[str]) -> None:
         """Tell the labeler about the committed revisions of these traces."""
@@ -218,6 +227,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         """Delete a trace with its steps, spans and annotations."""
         with transaction(self.sessions) as session:
             session.delete(store.find_trace_row(session, owner_of(request), request.trace_id))
+            store.touch_owner(session, owner_of(request))
         return ingest_pb2.DeleteTraceResponse()
 
     def ListTraceSources(
@@ -264,6 +274,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             row = store.find_trace_row(session, author.id, request.trace_id)
             step_id = request.step_id if request.HasField("step_id") else None
             annotation = create_annotation(session, row, step_id, draft, author)
+            store.touch_owner(session, author.id)
         return ingest_pb2.CreateAnnotationResponse(annotation=annotation_to_proto(annotation))
 
     def UpdateAnnotation(
@@ -275,6 +286,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             changes["label_error"] = bool(changes["label_error"])
         with transaction(self.sessions) as session:
             annotation = update_annotation(session, owner_of(request), request.annotation_id, changes)
+            store.touch_owner(session, owner_of(request))
         return ingest_pb2.UpdateAnnotationResponse(annotation=annotation_to_proto(annotation))
 
     def DeleteAnnotation(
@@ -283,7 +295,22 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         """Delete one of the owner's annotations."""
         with transaction(self.sessions) as session:
             delete_annotation(session, owner_of(request), request.annotation_id)
+            store.touch_owner(session, owner_of(request))
         return ingest_pb2.DeleteAnnotationResponse()
+
+    def StreamOwnerRows(
+        self, request: common_pb2.StreamOwnerRowsRequest, context: grpc.ServicerContext
+    ) -> Iterator[common_pb2.StreamOwnerRowsResponse]:
+        """The owner's traces, steps and annotations as Arrow IPC chunks, for the gateway's SQL queries."""
+        for chunk in stream_owner_rows(self.sessions, owner_of(request)):
+            yield common_pb2.StreamOwnerRowsResponse(table=chunk.table, arrow_ipc=chunk.data, version=chunk.version)
+
+    def GetOwnerVersion(
+        self, request: common_pb2.GetOwnerVersionRequest, context: grpc.ServicerContext
+    ) -> common_pb2.GetOwnerVersionResponse:
+        """The owner's change marker for the tables StreamOwnerRows sends."""
+        with transaction(self.sessions) as session:
+            return common_pb2.GetOwnerVersionResponse(version=store.owner_version(session, owner_of(request)))
 
     def ExportTraces(
         self, request: ingest_pb2.ExportTracesRequest, context: grpc.ServicerContext

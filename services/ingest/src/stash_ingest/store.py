@@ -26,6 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
+from stash_common import owner_rows
 from stash_common.db import insert_rows, new_id, utc_now
 from stash_common.errors import InvalidArgument, NotFound
 from stash_ingest.traces import Span, Step, StoredStep, StoredTrace, TraceSummary
@@ -129,6 +130,25 @@ class TraceSourceRow(Base):
     source_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     name: Mapped[str] = mapped_column(String(120))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class OwnerVersionRow(Base):
+    """An owner's change marker for the gateway's SQL queries (see `stash_common.owner_rows`)."""
+
+    __tablename__ = "ingest_owner_versions"
+
+    owner_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[str] = mapped_column(String(36))
+
+
+def touch_owner(session: Session, owner_id: str) -> None:
+    """A new change marker for the owner: the last statement of every transaction that changes their rows."""
+    owner_rows.touch_owners(session, OwnerVersionRow.__table__, [owner_id])
+
+
+def owner_version(session: Session, owner_id: str) -> str:
+    """The owner's change marker; empty while they have never changed anything."""
+    return owner_rows.owner_version(session, OwnerVersionRow.__table__, owner_id)
 
 
 def find_trace_row(session: Session, owner_id: str, trace_id: str) -> TraceRow:

@@ -7,7 +7,7 @@ the generated response type. Messages go no further than this module: trajectory
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC
 from typing import Any
 
@@ -23,6 +23,7 @@ from stash_common.requests import owner_of, page_of
 from stash_labeler import store
 from stash_labeler.correction_ledger import record_events
 from stash_labeler.evaluation_worker import EvaluationWorker
+from stash_labeler.owner_tables import stream_owner_rows
 from stash_labeler.prm import PATTERN_NAMES, CourseCorrection, Pattern, TrajectoryEvent
 from stash_labeler.traces import TraceSource
 
@@ -69,6 +70,8 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
             raise InvalidArgument("revision", "an announcement names a trace and a revision of at least 1")
         with transaction(self.sessions) as session:
             queued = store.enqueue(session, owner_of(request), request.trace_id, request.revision)
+            if queued:
+                store.touch_owners(session, [owner_of(request)])
         if queued:
             self.worker.wake()
         return labeler_pb2.AnnounceTraceRevisionResponse()
@@ -84,6 +87,7 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
             row = store.latest_evaluation(session, owner_id, request.trace_id, revision)
             if row is None:
                 store.enqueue(session, owner_id, request.trace_id, revision)
+                store.touch_owners(session, [owner_id])
             elif row.status != store.RUNNING:
                 store.requeue(session, row.id)
         self.worker.wake()
@@ -155,6 +159,20 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
         return labeler_pb2.GetCourseCorrectionResponse(
             course_correction=_correction(correction) if correction else None
         )
+
+    def StreamOwnerRows(
+        self, request: common_pb2.StreamOwnerRowsRequest, context: grpc.ServicerContext
+    ) -> Iterator[common_pb2.StreamOwnerRowsResponse]:
+        """The owner's step labels, evaluations and process patterns as Arrow IPC chunks, for SQL queries."""
+        for chunk in stream_owner_rows(self.sessions, owner_of(request)):
+            yield common_pb2.StreamOwnerRowsResponse(table=chunk.table, arrow_ipc=chunk.data, version=chunk.version)
+
+    def GetOwnerVersion(
+        self, request: common_pb2.GetOwnerVersionRequest, context: grpc.ServicerContext
+    ) -> common_pb2.GetOwnerVersionResponse:
+        """The owner's change marker for the tables StreamOwnerRows sends."""
+        with transaction(self.sessions) as session:
+            return common_pb2.GetOwnerVersionResponse(version=store.owner_version(session, owner_of(request)))
 
     def GetTraceCompletion(
         self, request: labeler_pb2.GetTraceCompletionRequest, context: grpc.ServicerContext

@@ -107,9 +107,14 @@ class EvaluationWorker:
         while True:
             page = self.traces.changed_revisions(cursor, self.config.page_size)
             with transaction(self.sessions) as session:
-                for item in page.revisions:
-                    queued += store.enqueue(session, item.owner_id, item.trace_id, item.revision)
+                new = [
+                    item
+                    for item in page.revisions
+                    if store.enqueue(session, item.owner_id, item.trace_id, item.revision)
+                ]
                 store.save_cursor(session, SWEEP_CURSOR, page.next_cursor)
+                store.touch_owners(session, [item.owner_id for item in new])
+            queued += len(new)
             if page.next_cursor == cursor or not page.revisions:
                 break
             cursor = page.next_cursor
@@ -154,6 +159,7 @@ class EvaluationWorker:
             if store.save_evaluation(session, evaluation_id, trace, evaluation):
                 store.replace_findings(session, trace, findings)
                 correct_otlp_trace(session, trace, findings)
+                store.touch_owners(session, [trace.owner_id])
         log.info(
             "trace evaluated",
             trace_id=trace.id,

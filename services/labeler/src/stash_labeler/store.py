@@ -4,6 +4,11 @@ live task windows, the course-correction ledger, and the sweep cursor.
 All of the labeler's SQL lives here. Domain code hands in and gets back dataclasses (kept labels,
 findings, trajectory events, corrections); the servicer reads evaluation and finding rows directly,
 because it only renders them as messages.
+
+Every transaction that changes an owner's evaluations or findings ends by giving the owner a new change
+marker (`touch_owners`), which tells the gateway its cached SQL tables are stale. The functions that are
+a transaction of their own (claim, requeue, fail, forget, requeue_stale) do it themselves; the callers of
+`enqueue` and `save_evaluation` do it after their last write.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -21,6 +26,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
     Update,
@@ -32,6 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
+from stash_common import owner_rows
 from stash_common.db import new_id, utc_now
 from stash_labeler.evaluation import Evaluation, KeptLabel
 from stash_labeler.label_schema import LabelSource, StepLabel
@@ -158,6 +165,33 @@ class SweepCursorRow(Base):
     cursor: Mapped[str] = mapped_column(Text)
 
 
+class OwnerVersionRow(Base):
+    """An owner's change marker for the gateway's SQL queries (see `stash_common.owner_rows`)."""
+
+    # Typed as the Table it is (SQLAlchemy types it as any FromClause): the markers are written with Core.
+    __table__: ClassVar[Table]
+    __tablename__ = "labeler_owner_versions"
+
+    owner_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[str] = mapped_column(String(36))
+
+
+def touch_owners(session: Session, owner_ids: Iterable[str]) -> None:
+    """New change markers for these owners: the last statement of a transaction that changed their rows."""
+    owner_rows.touch_owners(session, OwnerVersionRow.__table__, owner_ids)
+
+
+def owner_version(session: Session, owner_id: str) -> str:
+    """The owner's change marker; empty while nothing of theirs has changed."""
+    return owner_rows.owner_version(session, OwnerVersionRow.__table__, owner_id)
+
+
+def _touch_owner_of(session: Session, evaluation_id: str) -> None:
+    owner_id = session.scalar(select(EvaluationRow.owner_id).where(EvaluationRow.id == evaluation_id))
+    if owner_id is not None:
+        touch_owners(session, [owner_id])
+
+
 def enqueue(session: Session, owner_id: str, trace_id: str, revision: int) -> bool:
     """Queue an evaluation of the revision unless it already has one; True when queued now."""
     found = session.scalar(
@@ -176,6 +210,7 @@ def requeue(session: Session, evaluation_id: str) -> None:
         .where(EvaluationRow.id == evaluation_id)
         .values(status=QUEUED, error=None, attempts=0, updated_at=utc_now())
     )
+    _touch_owner_of(session, evaluation_id)
 
 
 def claim(session: Session, evaluation_id: str) -> bool:
@@ -186,6 +221,8 @@ def claim(session: Session, evaluation_id: str) -> bool:
         .where(EvaluationRow.id == evaluation_id, EvaluationRow.status == QUEUED)
         .values(status=RUNNING, attempts=EvaluationRow.attempts + 1, updated_at=utc_now()),
     )
+    if claimed == 1:
+        _touch_owner_of(session, evaluation_id)
     return claimed == 1
 
 
@@ -227,6 +264,7 @@ def fail(session: Session, evaluation_id: str, error: str) -> None:
         .where(EvaluationRow.id == evaluation_id)
         .values(status=FAILED, error=error, updated_at=now, finished_at=now)
     )
+    _touch_owner_of(session, evaluation_id)
 
 
 def queued_ids(session: Session, limit: int) -> list[str]:
@@ -247,6 +285,7 @@ def requeue_stale(session: Session, older_than: timedelta, max_attempts: int) ->
         else:
             row.status = QUEUED
         row.updated_at = utc_now()
+    touch_owners(session, [row.owner_id for row in stale])
     return len(stale)
 
 
@@ -310,9 +349,11 @@ def _kept(row: ChunkLabelRow) -> KeptLabel:
 
 def forget_trace(session: Session, trace_id: str) -> None:
     """Drop everything the labeler keeps about a deleted trace."""
+    owners = set(session.scalars(select(EvaluationRow.owner_id).where(EvaluationRow.trace_id == trace_id)))
     forget_labels(session, trace_id)
     session.execute(delete(ProcessFindingRow).where(ProcessFindingRow.trace_id == trace_id))
     session.execute(delete(EvaluationRow).where(EvaluationRow.trace_id == trace_id))
+    touch_owners(session, owners)
 
 
 def replace_findings(session: Session, trace: LabelerTrace, findings: Sequence[Finding]) -> None:

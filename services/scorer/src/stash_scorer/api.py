@@ -7,6 +7,8 @@ scores and runs come straight from the store, scoped to the owner the gateway na
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import grpc
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -16,6 +18,7 @@ from stash_common.errors import InvalidArgument
 from stash_common.messages import timestamp_of
 from stash_common.requests import owner_of
 from stash_scorer import store
+from stash_scorer.owner_tables import stream_owner_rows
 from stash_scorer.publishing import ActionResult
 from stash_scorer.runs import RunReport, Scoring, TrainingScores
 
@@ -106,6 +109,20 @@ class ScorerServicer(scorer_pb2_grpc.ScorerServiceServicer):
         traces = [training_from_proto(item) for item in request.traces]
         published, rejected = self.scoring.publish_training(owner_of(request), request.reward_model_id, traces)
         return scorer_pb2.PublishTrainingScoresResponse(published_traces=published, rejected_traces=rejected)
+
+    def StreamOwnerRows(
+        self, request: common_pb2.StreamOwnerRowsRequest, context: grpc.ServicerContext
+    ) -> Iterator[common_pb2.StreamOwnerRowsResponse]:
+        """The owner's trace scores and action scores as Arrow IPC chunks, for the gateway's SQL queries."""
+        for chunk in stream_owner_rows(self.sessions, owner_of(request)):
+            yield common_pb2.StreamOwnerRowsResponse(table=chunk.table, arrow_ipc=chunk.data, version=chunk.version)
+
+    def GetOwnerVersion(
+        self, request: common_pb2.GetOwnerVersionRequest, context: grpc.ServicerContext
+    ) -> common_pb2.GetOwnerVersionResponse:
+        """The owner's change marker for the tables StreamOwnerRows sends."""
+        with transaction(self.sessions) as session:
+            return common_pb2.GetOwnerVersionResponse(version=store.owner_version(session, owner_of(request)))
 
 
 def report_from_proto(request: scorer_pb2.ReportScoringResultRequest) -> RunReport:

@@ -7,6 +7,10 @@ simultaneous requests for the same thing meet at one run, in one process or acro
 queued run can be claimed, and a claim names the job, so a duplicate delivery never scores a trace twice
 and a report from another job is refused. A running job holds one of `max_active_batches` slots, kept
 unique by another partial index, so replicas together never run more jobs than that.
+
+The three functions that write trace and action scores (`replace_scores`, `drop_removed_steps`,
+`forget_trace`) end by giving the owner a new change marker, which tells the gateway its cached SQL
+tables are stale.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     BigInteger,
@@ -26,6 +30,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     delete,
     exists,
@@ -38,6 +43,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, aliased, mapped_column
 from sqlalchemy.sql.dml import Delete, Update
 
+from stash_common import owner_rows
 from stash_common.db import new_id, utc_now
 from stash_common.errors import FailedPrecondition, NotFound
 
@@ -189,6 +195,27 @@ class SweepCursorRow(Base):
 
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     cursor: Mapped[str] = mapped_column(Text)
+
+
+class OwnerVersionRow(Base):
+    """An owner's change marker for the gateway's SQL queries (see `stash_common.owner_rows`)."""
+
+    # Typed as the Table it is (SQLAlchemy types it as any FromClause): the markers are written with Core.
+    __table__: ClassVar[Table]
+    __tablename__ = "scorer_owner_versions"
+
+    owner_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[str] = mapped_column(String(36))
+
+
+def touch_owner(session: Session, owner_id: str) -> None:
+    """A new change marker for the owner: the last write of a transaction that changed their scores."""
+    owner_rows.touch_owners(session, OwnerVersionRow.__table__, [owner_id])
+
+
+def owner_version(session: Session, owner_id: str) -> str:
+    """The owner's change marker; empty while none of their scores has changed."""
+    return owner_rows.owner_version(session, OwnerVersionRow.__table__, owner_id)
 
 
 @dataclass(frozen=True)
@@ -434,6 +461,7 @@ def replace_scores(
     )
     if trace_score is not None:
         session.add(TraceScoreRow(**common, score=trace_score))
+    touch_owner(session, run.owner_id)
 
 
 def _of(table: type[ActionScoreRow] | type[TraceScoreRow], model_id: str, trace_id: str) -> tuple[Any, Any]:
@@ -479,13 +507,17 @@ def drop_removed_steps(session: Session, owner_id: str, trace_id: str, step_ids:
         ActionScoreRow.trace_id == trace_id,
         ActionScoreRow.step_id.not_in(step_ids),
     )
-    return _changed(session, statement)
+    dropped = _changed(session, statement)
+    if dropped:
+        touch_owner(session, owner_id)
+    return dropped
 
 
 def forget_trace(session: Session, owner_id: str, trace_id: str) -> None:
     """Drop everything the scorer keeps about a deleted trace."""
     for table in (ActionScoreRow, TraceScoreRow, ScoringRunRow, PendingChangeRow):
         session.execute(delete(table).where(table.owner_id == owner_id, table.trace_id == trace_id))
+    touch_owner(session, owner_id)
 
 
 def scored_traces_after(session: Session, after_trace_id: str, limit: int) -> list[tuple[str, str]]:

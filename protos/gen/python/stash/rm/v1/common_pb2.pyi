@@ -619,3 +619,101 @@ class TraceSummary(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__trace_score) -> _WhichOneofReturnType__trace_score | None: ...
 
 Global___TraceSummary: _TypeAlias = TraceSummary  # noqa: Y015
+
+@_typing.final
+class StreamOwnerRowsRequest(_message.Message):
+    """Request of StreamOwnerRows: ingest, the labeler and the scorer each answer it for the tables they own."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The authenticated owner."""
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StreamOwnerRowsRequest: _TypeAlias = StreamOwnerRowsRequest  # noqa: Y015
+
+@_typing.final
+class StreamOwnerRowsResponse(_message.Message):
+    """One slice of one of the owner's tables, for the gateway's SQL queries."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLE_FIELD_NUMBER: _builtins.int
+    ARROW_IPC_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    table: _builtins.str
+    """The table the rows belong to (traces, steps, annotations, ...)."""
+    arrow_ipc: _builtins.bytes
+    """An Arrow IPC stream: the table's schema and one record batch of its rows, possibly empty."""
+    version: _builtins.str
+    """The owner's change marker, read before the rows: the same on every message of one stream."""
+    def __init__(
+        self,
+        *,
+        table: _builtins.str = ...,
+        arrow_ipc: _builtins.bytes = ...,
+        version: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arrow_ipc", b"arrow_ipc", "table", b"table", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StreamOwnerRowsResponse: _TypeAlias = StreamOwnerRowsResponse  # noqa: Y015
+
+@_typing.final
+class GetOwnerVersionRequest(_message.Message):
+    """Request of GetOwnerVersion."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The authenticated owner."""
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetOwnerVersionRequest: _TypeAlias = GetOwnerVersionRequest  # noqa: Y015
+
+@_typing.final
+class GetOwnerVersionResponse(_message.Message):
+    """Response of GetOwnerVersion."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    version: _builtins.str
+    """Changes whenever a row StreamOwnerRows sends for the owner is inserted, updated or deleted;
+    empty while the owner has never changed anything there.
+    """
+    def __init__(
+        self,
+        *,
+        version: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetOwnerVersionResponse: _TypeAlias = GetOwnerVersionResponse  # noqa: Y015

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from stash.rm.v1 import common_pb2 as stash_dot_rm_dot_v1_dot_common__pb2
 from stash.rm.v1 import ingest_pb2 as stash_dot_rm_dot_v1_dot_ingest__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -115,6 +116,16 @@ class IngestServiceStub:
                 '/stash.rm.v1.IngestService/GetTraceRevision',
                 request_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.GetTraceRevisionRequest.SerializeToString,
                 response_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.GetTraceRevisionResponse.FromString,
+                _registered_method=True)
+        self.StreamOwnerRows = channel.unary_stream(
+                '/stash.rm.v1.IngestService/StreamOwnerRows',
+                request_serializer=stash_dot_rm_dot_v1_dot_common__pb2.StreamOwnerRowsRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_common__pb2.StreamOwnerRowsResponse.FromString,
+                _registered_method=True)
+        self.GetOwnerVersion = channel.unary_unary(
+                '/stash.rm.v1.IngestService/GetOwnerVersion',
+                request_serializer=stash_dot_rm_dot_v1_dot_common__pb2.GetOwnerVersionRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_common__pb2.GetOwnerVersionResponse.FromString,
                 _registered_method=True)
 
 
@@ -235,6 +246,20 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamOwnerRows(self, request, context):
+        """Streams the owner's traces, steps and annotations as Arrow IPC batches, for the gateway's SQL queries.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetOwnerVersion(self, request, context):
+        """The owner's change marker for those tables: it changes whenever one of their rows does.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -317,6 +342,16 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.GetTraceRevision,
                     request_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.GetTraceRevisionRequest.FromString,
                     response_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.GetTraceRevisionResponse.SerializeToString,
+            ),
+            'StreamOwnerRows': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamOwnerRows,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_common__pb2.StreamOwnerRowsRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_common__pb2.StreamOwnerRowsResponse.SerializeToString,
+            ),
+            'GetOwnerVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetOwnerVersion,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_common__pb2.GetOwnerVersionRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_common__pb2.GetOwnerVersionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -753,6 +788,60 @@ class IngestService:
             '/stash.rm.v1.IngestService/GetTraceRevision',
             stash_dot_rm_dot_v1_dot_ingest__pb2.GetTraceRevisionRequest.SerializeToString,
             stash_dot_rm_dot_v1_dot_ingest__pb2.GetTraceRevisionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamOwnerRows(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/stash.rm.v1.IngestService/StreamOwnerRows',
+            stash_dot_rm_dot_v1_dot_common__pb2.StreamOwnerRowsRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_common__pb2.StreamOwnerRowsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetOwnerVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.IngestService/GetOwnerVersion',
+            stash_dot_rm_dot_v1_dot_common__pb2.GetOwnerVersionRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_common__pb2.GetOwnerVersionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from grpc import aio as _aio
+from stash.rm.v1 import common_pb2 as _common_pb2
 from stash.rm.v1 import ingest_pb2 as _ingest_pb2
 import abc as _abc_1
 import grpc as _grpc
@@ -67,6 +68,10 @@ class IngestServiceStub:
     """Lists trace revisions changed after a cursor, across owners, for the labeler's and scorer's sweeps."""
     GetTraceRevision: _grpc.UnaryUnaryMultiCallable[_ingest_pb2.GetTraceRevisionRequest, _ingest_pb2.GetTraceRevisionResponse]
     """Returns a trace as of one revision."""
+    StreamOwnerRows: _grpc.UnaryStreamMultiCallable[_common_pb2.StreamOwnerRowsRequest, _common_pb2.StreamOwnerRowsResponse]
+    """Streams the owner's traces, steps and annotations as Arrow IPC batches, for the gateway's SQL queries."""
+    GetOwnerVersion: _grpc.UnaryUnaryMultiCallable[_common_pb2.GetOwnerVersionRequest, _common_pb2.GetOwnerVersionResponse]
+    """The owner's change marker for those tables: it changes whenever one of their rows does."""
 
 @_typing.type_check_only
 class IngestServiceAsyncStub(IngestServiceStub):
@@ -107,6 +112,10 @@ class IngestServiceAsyncStub(IngestServiceStub):
     """Lists trace revisions changed after a cursor, across owners, for the labeler's and scorer's sweeps."""
     GetTraceRevision: _aio.UnaryUnaryMultiCallable[_ingest_pb2.GetTraceRevisionRequest, _ingest_pb2.GetTraceRevisionResponse]  # type: ignore[assignment]
     """Returns a trace as of one revision."""
+    StreamOwnerRows: _aio.UnaryStreamMultiCallable[_common_pb2.StreamOwnerRowsRequest, _common_pb2.StreamOwnerRowsResponse]  # type: ignore[assignment]
+    """Streams the owner's traces, steps and annotations as Arrow IPC batches, for the gateway's SQL queries."""
+    GetOwnerVersion: _aio.UnaryUnaryMultiCallable[_common_pb2.GetOwnerVersionRequest, _common_pb2.GetOwnerVersionResponse]  # type: ignore[assignment]
+    """The owner's change marker for those tables: it changes whenever one of their rows does."""
 
 class IngestServiceServicer(metaclass=_abc_1.ABCMeta):
     """IngestService turns agent traces into canonical Stash Traces and owns
@@ -240,5 +249,21 @@ class IngestServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_ingest_pb2.GetTraceRevisionResponse, _abc.Awaitable[_ingest_pb2.GetTraceRevisionResponse]]:
         """Returns a trace as of one revision."""
+
+    @_abc_1.abstractmethod
+    def StreamOwnerRows(
+        self,
+        request: _common_pb2.StreamOwnerRowsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_common_pb2.StreamOwnerRowsResponse], _abc.AsyncIterator[_common_pb2.StreamOwnerRowsResponse]]:
+        """Streams the owner's traces, steps and annotations as Arrow IPC batches, for the gateway's SQL queries."""
+
+    @_abc_1.abstractmethod
+    def GetOwnerVersion(
+        self,
+        request: _common_pb2.GetOwnerVersionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_common_pb2.GetOwnerVersionResponse, _abc.Awaitable[_common_pb2.GetOwnerVersionResponse]]:
+        """The owner's change marker for those tables: it changes whenever one of their rows does."""
 
 def add_IngestServiceServicer_to_server(servicer: IngestServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

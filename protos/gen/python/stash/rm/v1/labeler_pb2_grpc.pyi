@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from grpc import aio as _aio
+from stash.rm.v1 import common_pb2 as _common_pb2
 from stash.rm.v1 import labeler_pb2 as _labeler_pb2
 import abc as _abc_1
 import grpc as _grpc
@@ -52,6 +53,10 @@ class LabelerServiceStub:
     """Returns the latest course correction emitted for a task, if any."""
     GetTraceCompletion: _grpc.UnaryUnaryMultiCallable[_labeler_pb2.GetTraceCompletionRequest, _labeler_pb2.GetTraceCompletionResponse]
     """Estimates progress toward each independent user request of a trace."""
+    StreamOwnerRows: _grpc.UnaryStreamMultiCallable[_common_pb2.StreamOwnerRowsRequest, _common_pb2.StreamOwnerRowsResponse]
+    """Streams the owner's step labels, evaluations and process patterns as Arrow IPC batches, for the gateway's SQL queries."""
+    GetOwnerVersion: _grpc.UnaryUnaryMultiCallable[_common_pb2.GetOwnerVersionRequest, _common_pb2.GetOwnerVersionResponse]
+    """The owner's change marker for those tables: it changes whenever one of their rows does."""
 
 @_typing.type_check_only
 class LabelerServiceAsyncStub(LabelerServiceStub):
@@ -77,6 +82,10 @@ class LabelerServiceAsyncStub(LabelerServiceStub):
     """Returns the latest course correction emitted for a task, if any."""
     GetTraceCompletion: _aio.UnaryUnaryMultiCallable[_labeler_pb2.GetTraceCompletionRequest, _labeler_pb2.GetTraceCompletionResponse]  # type: ignore[assignment]
     """Estimates progress toward each independent user request of a trace."""
+    StreamOwnerRows: _aio.UnaryStreamMultiCallable[_common_pb2.StreamOwnerRowsRequest, _common_pb2.StreamOwnerRowsResponse]  # type: ignore[assignment]
+    """Streams the owner's step labels, evaluations and process patterns as Arrow IPC batches, for the gateway's SQL queries."""
+    GetOwnerVersion: _aio.UnaryUnaryMultiCallable[_common_pb2.GetOwnerVersionRequest, _common_pb2.GetOwnerVersionResponse]  # type: ignore[assignment]
+    """The owner's change marker for those tables: it changes whenever one of their rows does."""
 
 class LabelerServiceServicer(metaclass=_abc_1.ABCMeta):
     """LabelerService labels every step of every trace revision, scores the steps
@@ -147,5 +156,21 @@ class LabelerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_labeler_pb2.GetTraceCompletionResponse, _abc.Awaitable[_labeler_pb2.GetTraceCompletionResponse]]:
         """Estimates progress toward each independent user request of a trace."""
+
+    @_abc_1.abstractmethod
+    def StreamOwnerRows(
+        self,
+        request: _common_pb2.StreamOwnerRowsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_common_pb2.StreamOwnerRowsResponse], _abc.AsyncIterator[_common_pb2.StreamOwnerRowsResponse]]:
+        """Streams the owner's step labels, evaluations and process patterns as Arrow IPC batches, for the gateway's SQL queries."""
+
+    @_abc_1.abstractmethod
+    def GetOwnerVersion(
+        self,
+        request: _common_pb2.GetOwnerVersionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_common_pb2.GetOwnerVersionResponse, _abc.Awaitable[_common_pb2.GetOwnerVersionResponse]]:
+        """The owner's change marker for those tables: it changes whenever one of their rows does."""
 
 def add_LabelerServiceServicer_to_server(servicer: LabelerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from grpc import aio as _aio
+from stash.rm.v1 import common_pb2 as _common_pb2
 from stash.rm.v1 import scorer_pb2 as _scorer_pb2
 import abc as _abc_1
 import grpc as _grpc
@@ -53,6 +54,10 @@ class ScorerServiceStub:
     """Publishes the scores a succeeded training job computed for its selected traces, validated like any
     run, and tells the scorer the model is ready for background scoring (sent by the trainer).
     """
+    StreamOwnerRows: _grpc.UnaryStreamMultiCallable[_common_pb2.StreamOwnerRowsRequest, _common_pb2.StreamOwnerRowsResponse]
+    """Streams the owner's trace scores and action scores as Arrow IPC batches, for the gateway's SQL queries."""
+    GetOwnerVersion: _grpc.UnaryUnaryMultiCallable[_common_pb2.GetOwnerVersionRequest, _common_pb2.GetOwnerVersionResponse]
+    """The owner's change marker for those tables: it changes whenever one of their rows does."""
 
 @_typing.type_check_only
 class ScorerServiceAsyncStub(ScorerServiceStub):
@@ -79,6 +84,10 @@ class ScorerServiceAsyncStub(ScorerServiceStub):
     """Publishes the scores a succeeded training job computed for its selected traces, validated like any
     run, and tells the scorer the model is ready for background scoring (sent by the trainer).
     """
+    StreamOwnerRows: _aio.UnaryStreamMultiCallable[_common_pb2.StreamOwnerRowsRequest, _common_pb2.StreamOwnerRowsResponse]  # type: ignore[assignment]
+    """Streams the owner's trace scores and action scores as Arrow IPC batches, for the gateway's SQL queries."""
+    GetOwnerVersion: _aio.UnaryUnaryMultiCallable[_common_pb2.GetOwnerVersionRequest, _common_pb2.GetOwnerVersionResponse]  # type: ignore[assignment]
+    """The owner's change marker for those tables: it changes whenever one of their rows does."""
 
 class ScorerServiceServicer(metaclass=_abc_1.ABCMeta):
     """ScorerService scores every eligible action of a trace with a trained reward
@@ -150,5 +159,21 @@ class ScorerServiceServicer(metaclass=_abc_1.ABCMeta):
         """Publishes the scores a succeeded training job computed for its selected traces, validated like any
         run, and tells the scorer the model is ready for background scoring (sent by the trainer).
         """
+
+    @_abc_1.abstractmethod
+    def StreamOwnerRows(
+        self,
+        request: _common_pb2.StreamOwnerRowsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_common_pb2.StreamOwnerRowsResponse], _abc.AsyncIterator[_common_pb2.StreamOwnerRowsResponse]]:
+        """Streams the owner's trace scores and action scores as Arrow IPC batches, for the gateway's SQL queries."""
+
+    @_abc_1.abstractmethod
+    def GetOwnerVersion(
+        self,
+        request: _common_pb2.GetOwnerVersionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_common_pb2.GetOwnerVersionResponse, _abc.Awaitable[_common_pb2.GetOwnerVersionResponse]]:
+        """The owner's change marker for those tables: it changes whenever one of their rows does."""
 
 def add_ScorerServiceServicer_to_server(servicer: ScorerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
