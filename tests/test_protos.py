@@ -43,6 +43,8 @@ EXPECTED_RPCS: dict[str, tuple[str, set[str]]] = {
             "ExportAnnotations",
             "ListTraceRevisions",
             "GetTraceRevision",
+            "StreamOwnerRows",
+            "GetOwnerVersion",
         },
     ),
     "LabelerService": (
@@ -56,6 +58,8 @@ EXPECTED_RPCS: dict[str, tuple[str, set[str]]] = {
             "RecordTrajectoryEvents",
             "GetCourseCorrection",
             "GetTraceCompletion",
+            "StreamOwnerRows",
+            "GetOwnerVersion",
         },
     ),
     "TrainerService": (
@@ -82,12 +86,14 @@ EXPECTED_RPCS: dict[str, tuple[str, set[str]]] = {
             "BatchGetLatestScores",
             "ReportScoringResult",
             "PublishTrainingScores",
+            "StreamOwnerRows",
+            "GetOwnerVersion",
         },
     ),
-    "GepaService": ("gepa", {"CreateGepaRun", "ListGepaRuns", "GetGepaRun", "GetSkill"}),
+    "GepaService": ("gepa", {"CreateGepaRun", "ListGepaRuns", "GetGepaRun", "GetSkill", "RetryGepaRun"}),
 }
 
-SERVER_STREAMING = {"ExportTraces", "ExportAnnotations", "ExportPairs"}
+SERVER_STREAMING = {"ExportTraces", "ExportAnnotations", "ExportPairs", "StreamOwnerRows"}
 
 
 def load_generator() -> ModuleType:

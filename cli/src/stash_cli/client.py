@@ -34,6 +34,14 @@ class ApiClient:
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         """The JSON answer, or ApiError naming the status and the gateway's reason."""
+        response = self._request(method, path, **kwargs)
+        return response.json() if response.content else None
+
+    def text(self, path: str) -> str:
+        """The text of a GET (a download), or ApiError naming the status and the gateway's reason."""
+        return self._request("GET", path).text
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self.http.request(method, path, **kwargs)
         except httpx.TransportError as error:
@@ -43,7 +51,7 @@ class ApiClient:
             ) from None
         if response.is_error:
             raise ApiError(f"HTTP {response.status_code}: {_reason(response)}", response.status_code)
-        return response.json() if response.content else None
+        return response
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -66,6 +74,10 @@ class GatewayClient(ApiClient):
         """POST /traces/import."""
         body = {"format": format_name, "data": data, "source_id": source_id}
         return self.call("POST", "/traces/import", json=body)
+
+    def query(self, sql: str) -> dict[str, Any]:
+        """POST /query: `{columns, rows, truncated}`."""
+        return self.call("POST", "/query", json={"sql": sql})
 
 
 def _reason(response: httpx.Response) -> str:

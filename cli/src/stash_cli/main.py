@@ -19,8 +19,10 @@ from rich.table import Table
 from stash_cli.accounts import AdminClient, read_admin_key
 from stash_cli.client import ApiError, GatewayClient
 from stash_cli.demo import run_demo
+from stash_cli.query_output import OutputFormat, as_csv, as_json, as_table
 from stash_cli.sessions import CLAUDE_CODE_DIR, CODEX_DIR, find_sessions
 from stash_cli.settings import CliSettings
+from stash_cli.skills import follow_run, runs_table, save_skill, show_result, start_run
 from stash_cli.stack import GRPC_SERVICES, Layout, Stack, StackError, gateway_health, grpc_health, read_layout
 from stash_common.errors import ConfigError
 from stash_common.settings import SERVICE_NAMES, load
@@ -32,6 +34,8 @@ app.add_typer(users_app, name="users")
 app.add_typer(keys_app, name="keys")
 sessions_app = typer.Typer(help="Upload local agent sessions (Claude Code, Codex).", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
+skills_app = typer.Typer(help="Write a SKILL.md for your agent with GEPA against a reward model.", no_args_is_help=True)
+app.add_typer(skills_app, name="skills")
 console = Console(soft_wrap=True)
 errors = Console(stderr=True, soft_wrap=True)
 
@@ -236,7 +240,8 @@ def demo(data_dir: DataDir = None) -> None:
     _use_data_dir(data_dir)
     stack = _start_stack()
     try:
-        run_demo(stack.layout, read_admin_key(_settings()), console)
+        settings = _settings()
+        run_demo(stack.layout, read_admin_key(settings), settings, console)
     except (ApiError, ConfigError) as error:
         raise _fail(str(error)) from None
     finally:
@@ -295,3 +300,110 @@ def _upload(items: list[tuple[Path, str]], url: str | None, key: str | None, sou
     client.close()
     console.print(f"Imported {imported} trace(s) from {len(items) - failures} of {len(items)} file(s).")
     return failures
+
+
+@app.command()
+def query(
+    sql: Annotated[str, typer.Argument(help="One SELECT over your tables (traces, steps, annotations, …).")],
+    output: Annotated[
+        OutputFormat, typer.Option("--format", help="table (default), csv or json (the gateway's answer).")
+    ] = "table",
+    url: Url = None,
+    key: Key = None,
+) -> None:
+    """Run one read-only SQL SELECT over your own data and print the rows (at most 1000)."""
+    settings = _settings(url=url, api_key=key)
+    try:
+        with closing(GatewayClient(settings.gateway_url, settings.api_key)) as client:
+            answer = client.query(sql)
+    except (ApiError, ConfigError) as error:
+        raise _fail(str(error)) from None
+    if output == "json":
+        print(as_json(answer))
+    elif output == "csv":
+        sys.stdout.write(as_csv(answer))
+    else:
+        console.print(as_table(answer))
+    if answer["truncated"]:
+        errors.print(f"[yellow]only the first {len(answer['rows'])} rows are shown; add a LIMIT or aggregate[/yellow]")
+
+
+Output = Annotated[Path, typer.Option("--output", "-o", help="Where to save the best skill.", dir_okay=False)]
+
+
+@contextmanager
+def _gateway(url: str | None, key: str | None) -> Iterator[GatewayClient]:
+    """A client of the gateway; a refusal or a missing key ends the command with the reason."""
+    settings = _settings(url=url, api_key=key)
+    try:
+        with closing(GatewayClient(settings.gateway_url, settings.api_key)) as client:
+            yield client
+    except (ApiError, ConfigError) as error:
+        raise _fail(str(error)) from None
+
+
+@skills_app.command("create")
+def skills_create(
+    reward_model_id: Annotated[str, typer.Argument(help="A succeeded reward model of yours (the metric).")],
+    task_model: Annotated[
+        str | None, typer.Option(help="LiteLLM model string of your agent's model (anthropic/claude-haiku-4-5).")
+    ] = None,
+    task_api_base: Annotated[
+        str | None, typer.Option(help="API base of an OpenAI-compatible server, for an openai/<name> task model.")
+    ] = None,
+    reflection_model: Annotated[
+        str | None, typer.Option(help="LiteLLM model string that proposes skills (anthropic/claude-sonnet-5).")
+    ] = None,
+    max_metric_calls: Annotated[int | None, typer.Option(help="Budget of metric calls (40).", min=1)] = None,
+    follow: Annotated[bool, typer.Option(help="Follow the run and save its skill.")] = True,
+    output: Output = Path("SKILL.md"),
+    url: Url = None,
+    key: Key = None,
+) -> None:
+    """Start a GEPA run; follow it with a progress bar and save its SKILL.md unless --no-follow."""
+    settings = {"task_model": task_model, "task_api_base": task_api_base, "reflection_model": reflection_model}
+    with _gateway(url, key) as client:
+        run = start_run(client, reward_model_id, max_metric_calls=max_metric_calls, **settings)
+        console.print(f"GEPA run [bold]{run['id']}[/bold] queued ({run['task_model']}, {run['reflection_model']})")
+        if follow:
+            _follow(client, run, output)
+
+
+@skills_app.command("follow")
+def skills_follow(
+    run_id: Annotated[str, typer.Argument(help="A GEPA run of yours.")],
+    output: Output = Path("SKILL.md"),
+    url: Url = None,
+    key: Key = None,
+) -> None:
+    """Follow a GEPA run with a progress bar until it ends, then save its SKILL.md."""
+    with _gateway(url, key) as client:
+        _follow(client, client.call("GET", f"/gepa-runs/{run_id}"), output)
+
+
+def _follow(client: GatewayClient, run: dict[str, Any], output: Path) -> None:
+    run = follow_run(client, run, console)
+    saved = save_skill(client, run, output) if run["status"] == "succeeded" else None
+    show_result(run, console, saved)
+    if run["status"] != "succeeded":
+        raise typer.Exit(code=1)
+
+
+@skills_app.command("download")
+def skills_download(
+    run_id: Annotated[str, typer.Argument(help="A succeeded GEPA run of yours.")],
+    output: Output = Path("SKILL.md"),
+    url: Url = None,
+    key: Key = None,
+) -> None:
+    """Save a succeeded run's best skill as SKILL.md."""
+    with _gateway(url, key) as client:
+        run = client.call("GET", f"/gepa-runs/{run_id}")
+        show_result(run, console, save_skill(client, run, output))
+
+
+@skills_app.command("list")
+def skills_list(url: Url = None, key: Key = None) -> None:
+    """Your GEPA runs, newest first, with their best and seed scores."""
+    with _gateway(url, key) as client:
+        console.print(runs_table(client.call("GET", "/gepa-runs")))

@@ -17,12 +17,15 @@ from stash_gateway import otlp
 from stash_gateway.metrics import HttpMetrics
 from stash_gateway.otlp import register_trace_service
 from stash_gateway.peers import Peers
+from stash_gateway.query.engine import QueryEngine
 from stash_gateway.routes import (
     account,
     admin,
     artifacts,
     exports,
+    gepa_runs,
     health,
+    query,
     reward_models,
     sources,
     traces,
@@ -45,6 +48,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         engine = make_engine(settings.database_url)
         app.state.sessions = make_sessions(engine)
         app.state.peers = Peers(settings)
+        app.state.query_engine = QueryEngine(app.state.peers, settings, app.state.metrics.registry)
         app.state.admin_key = admin.admin_credential(settings)
         if app.state.admin_key is None:
             log.warning("admin routes disabled", reason="STASH_GATEWAY_ADMIN_KEY is not set")
@@ -53,6 +57,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         log.info("otlp grpc receiver", port=otlp_grpc.port)
         yield
         otlp_grpc.stop(grace_s=settings.shutdown_grace_s)
+        app.state.query_engine.close()
         app.state.peers.close()
         engine.dispose()
 
@@ -63,7 +68,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.add_exception_handler(StashError, stash_error_response)
     app.add_exception_handler(grpc.RpcError, rpc_error_response)
     app.include_router(health.router)
-    for module in (account, admin, traces, annotation_routes, exports, sources, trajectories, reward_models, otlp):
+    app.include_router(query.router)
+    routes = (account, admin, traces, annotation_routes, exports, sources, trajectories, reward_models, gepa_runs)
+    for module in (*routes, otlp):
         app.include_router(module.router)
     if settings.s3_bucket is None:
         # S3 presigns its own URLs; only local artifacts need the gateway to serve them.
