@@ -19,7 +19,7 @@ import pytest
 from fakes.llm_server import FakeLLM
 
 from support.models import new_bucket, offline_training_env
-from support.processes import stash_rm
+from support.processes import free_port, stash_rm
 from support.stack import RunningStack, cluster_env, running_stack
 
 TRAINING_WAIT_S = 240
@@ -371,3 +371,14 @@ def test_the_cli_lists_the_runs_and_saves_a_runs_skill(
     assert output.read_text() == run["best_skill"]
     assert f"{run['seed_score']:.3f}" in saved.stdout and f"{run['best_score']:.3f}" in saved.stdout
     assert missing.returncode == 1 and "HTTP 404: GEPA run no-such-run not found" in missing.stderr
+
+
+def test_an_unreachable_task_server_fails_the_run_naming_it(alice: httpx.Client, model: dict[str, Any]) -> None:
+    address = f"http://127.0.0.1:{free_port()}/v1"
+    run = _gepa_run(alice, model["id"], task_api_base=address)
+
+    failed = _finished(alice, f"/gepa-runs/{run['id']}")
+
+    assert failed["status"] == "failed"
+    assert f"the task model {TASK} at {address} cannot be used" in failed["error"]
+    assert "check that the server is running and reachable from the worker" in failed["error"]

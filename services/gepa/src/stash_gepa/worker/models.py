@@ -3,7 +3,7 @@
 `openai/<name>` with an api_base reaches vLLM, SGLang or any OpenAI-compatible server. Errors are
 sorted into two kinds: a missing key, refused credentials or a provider out of reach fail the
 whole run (`ProviderUnavailable`, naming what to set), since every later call would fail the same
-way; anything else (a refused request, a rate limit after LiteLLM's retries, a server error) is
+way; anything else (a refused request, a rate limit after LiteLLM's retries, a server's error) is
 that call's failure (`ProviderError`), which the adapter records as the example's failure.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import httpx
 import litellm
 import openai
 
@@ -21,7 +22,8 @@ from stash_common.errors import StashError, Unavailable
 UNCHECKED_KEY = "unused"
 REQUEST_TIMEOUT_S = 120.0
 RETRIES = 2
-# Failures every later call would repeat: no key, refused key, unknown model, no server at that address.
+# Failures every later call would repeat: no key, refused key, unknown model, no server at that address
+# (LiteLLM raises the last as APIConnectionError, or as an InternalServerError wrapping one: `_unreachable`).
 FATAL_ERRORS = (
     litellm.AuthenticationError,
     litellm.PermissionDeniedError,
@@ -70,9 +72,9 @@ class ChatModel:
                 timeout=REQUEST_TIMEOUT_S,
                 num_retries=RETRIES,
             )
-        except FATAL_ERRORS as error:
-            raise ProviderUnavailable(self._unusable(error)) from error
-        except openai.APIError as error:  # every other LiteLLM error: this call's alone
+        except openai.APIError as error:  # every LiteLLM error
+            if isinstance(error, FATAL_ERRORS) or _unreachable(error):
+                raise ProviderUnavailable(self._unusable(error)) from error
             raise ProviderError(f"the {self.role} model {self.model} failed: {_reason(error)}") from error
         text = response.choices[0].message.content
         if not text:
@@ -81,14 +83,31 @@ class ChatModel:
 
     def _unusable(self, error: Exception) -> str:
         where = f" at {self.api_base}" if self.api_base else ""
-        if isinstance(error, litellm.APIConnectionError):
-            hint = "check that the server is running and reachable from the worker"
-        elif isinstance(error, litellm.NotFoundError):
-            hint = "check the model's name"
-        else:
-            hint = "check the provider's API key in the gepa service's environment"
-        reason = _reason(error)
+        reason, hint = _reason(error), _hint(error)
         return f"the {self.role} model {self.model}{where} cannot be used ({reason}): {hint}, or set {self.setting}"
+
+
+def _hint(error: Exception) -> str:
+    """What to check for a failure every later call would repeat."""
+    if _unreachable(error):
+        return "check that the server is running and reachable from the worker"
+    if isinstance(error, litellm.NotFoundError):
+        return "check the model's name"
+    return "check the provider's API key in the gepa service's environment"
+
+
+def _unreachable(error: BaseException) -> bool:
+    """Whether a LiteLLM error was caused by a connection that never opened.
+
+    LiteLLM reports a refused or unresolvable OpenAI-compatible server as an InternalServerError; only
+    the exception it wraps says that no server answered.
+    """
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, httpx.TransportError | openai.APIConnectionError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _reason(error: Exception) -> str:
