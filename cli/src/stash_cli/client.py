@@ -14,6 +14,7 @@ import httpx
 from stash_common.errors import ConfigError
 
 RM_PREFIX = "/api/v1/rm"
+TRANSCRIPTS_PATH = "/api/v1/me/transcripts"
 
 
 class ApiError(Exception):
@@ -74,6 +75,12 @@ class GatewayClient(ApiClient):
         """POST /traces/import."""
         body = {"format": format_name, "data": data, "source_id": source_id}
         return self.call("POST", "/traces/import", json=body)
+
+    def upload_transcript(self, data: bytes, agent: str = "auto") -> dict[str, Any]:
+        """POST /api/v1/me/transcripts: `{agent, trace_id, external_id, result}`."""
+        headers = {"Content-Type": "application/x-ndjson"}
+        url = f"{self.url}{TRANSCRIPTS_PATH}"
+        return self._request("POST", url, content=data, params={"agent": agent}, headers=headers).json()
 
     def query(self, sql: str) -> dict[str, Any]:
         """POST /query: `{columns, rows, truncated}`."""

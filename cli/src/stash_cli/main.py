@@ -19,8 +19,20 @@ from rich.table import Table
 from stash_cli.accounts import AdminClient, read_admin_key
 from stash_cli.client import ApiError, GatewayClient
 from stash_cli.demo import run_demo
+from stash_cli.hooks import AGENTS, HookError, current_home
+from stash_cli.hooks import flush as flush_pending
+from stash_cli.hooks import install as install_hook
+from stash_cli.hooks import uninstall as uninstall_hook
 from stash_cli.query_output import OutputFormat, as_csv, as_json, as_table
-from stash_cli.sessions import CLAUDE_CODE_DIR, CODEX_DIR, find_sessions
+from stash_cli.sessions import (
+    CLAUDE_CODE_DIR,
+    CODEX_DIR,
+    SessionFile,
+    codex_index,
+    newest_sessions,
+    session_file,
+    upload_sessions,
+)
 from stash_cli.settings import CliSettings
 from stash_cli.skills import follow_run, runs_table, save_skill, show_result, start_run
 from stash_cli.stack import GRPC_SERVICES, Layout, Stack, StackError, gateway_health, grpc_health, read_layout
@@ -34,6 +46,10 @@ app.add_typer(users_app, name="users")
 app.add_typer(keys_app, name="keys")
 sessions_app = typer.Typer(help="Upload local agent sessions (Claude Code, Codex).", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
+hooks_app = typer.Typer(
+    help="Recording hooks: Claude Code and Codex upload each session as it grows.", no_args_is_help=True
+)
+app.add_typer(hooks_app, name="hooks")
 skills_app = typer.Typer(help="Write a SKILL.md for your agent with GEPA against a reward model.", no_args_is_help=True)
 app.add_typer(skills_app, name="skills")
 console = Console(soft_wrap=True)
@@ -270,12 +286,37 @@ def sessions_import(
     url: Url = None,
     key: Key = None,
 ) -> None:
-    """Upload every local Claude Code and Codex session; a longer snapshot of a session appends to it."""
-    sessions = find_sessions(claude_dir, codex_dir)
+    """Upload every local Claude Code and Codex session (the newest snapshot of each) to /api/v1/me/transcripts."""
+    sessions = newest_sessions(claude_dir, codex_dir)
     if not sessions:
         console.print(f"No sessions found under {claude_dir} or {codex_dir}.")
         return
-    if _upload([(session.path, session.format) for session in sessions], url, key, None):
+    _upload_sessions(sessions, codex_index(codex_dir), url, key)
+
+
+@sessions_app.command("upload")
+def sessions_upload(
+    file: Annotated[Path, typer.Argument(help="A Claude Code or Codex transcript.", exists=True, dir_okay=False)],
+    agent: Annotated[str, typer.Option(help="claude_code, codex or auto.")] = "auto",
+    codex_dir: Annotated[Path, typer.Option(help="Where a Codex page's bases are.")] = CODEX_DIR,
+    url: Url = None,
+    key: Key = None,
+) -> None:
+    """Upload one session transcript; a Codex history page is rebuilt from its bases first."""
+    _upload_sessions([session_file(file, agent)], codex_index(codex_dir, beside=file), url, key)
+
+
+def _upload_sessions(
+    sessions: list[SessionFile], index: dict[str, list[Path]], url: str | None, key: str | None
+) -> None:
+    """Upload with a progress bar, print every problem and the summary; exit 1 when one failed or was refused."""
+    with _gateway(url, key) as client, Progress(console=console) as progress:
+        task = progress.add_task("Uploading sessions", total=len(sessions))
+        summary = upload_sessions(client, sessions, index, lambda: progress.advance(task))
+    for path, problem in summary.problems:
+        errors.print(f"[red]{path}[/red]: {problem}")
+    console.print(f"Sessions: {summary.line()}.")
+    if summary.problems:
         raise typer.Exit(code=1)
 
 
@@ -300,6 +341,48 @@ def _upload(items: list[tuple[Path, str]], url: str | None, key: str | None, sou
     client.close()
     console.print(f"Imported {imported} trace(s) from {len(items) - failures} of {len(items)} file(s).")
     return failures
+
+
+Agent = Annotated[str, typer.Argument(help=f"One of: {', '.join(AGENTS)}.")]
+
+
+def _agent(agent: str) -> str:
+    if agent not in AGENTS:
+        raise _fail(f"unknown agent {agent!r}; one of: {', '.join(AGENTS)}")
+    return agent
+
+
+@hooks_app.command("install")
+def hooks_install(agent: Agent, url: Url = None, key: Key = None) -> None:
+    """Add a hook to the agent's settings that uploads the session transcript whenever a turn ends."""
+    settings = _settings(url=url, api_key=key)
+    if not settings.api_key:
+        raise _fail("STASH_API_KEY is not set (an API key from `stash-rm users create`); or pass --key")
+    try:
+        changed = install_hook(current_home(), _agent(agent), settings.gateway_url, settings.api_key)
+    except HookError as error:
+        raise _fail(str(error)) from None
+    console.print(f"Installed the {agent} hook in {changed}; sessions upload to {settings.gateway_url}.")
+
+
+@hooks_app.command("uninstall")
+def hooks_uninstall(agent: Agent) -> None:
+    """Remove exactly what `hooks install` added to the agent's settings."""
+    try:
+        changed = uninstall_hook(current_home(), _agent(agent))
+    except HookError as error:
+        raise _fail(str(error)) from None
+    console.print(f"Removed the {agent} hook from {changed}.")
+
+
+@hooks_app.command("flush")
+def hooks_flush() -> None:
+    """Upload the sessions the hooks queued; what fails stays queued for the next run."""
+    try:
+        uploaded, kept = flush_pending(current_home())
+    except (HookError, ApiError) as error:
+        raise _fail(str(error)) from None
+    console.print(f"Uploaded {uploaded} session(s); {kept} wait for the next run.")
 
 
 @app.command()

@@ -452,6 +452,15 @@ def test_parse_rejects_a_rollout_without_messages() -> None:
         parse_codex(rollout(record("event_msg", {"type": "token_count", "info": None})))
 
 
+def test_parse_refuses_an_unresolved_history_page() -> None:
+    first, rest = real_fixture(COMPACTION).split(b"\n", 1)
+    meta = json.loads(first)
+    meta["payload"]["history_base"] = {"thread_id": "0199", "end_ordinal_exclusive": 4, "end_byte_offset": 900}
+
+    with pytest.raises(InvalidArgument, match="line 1: payload.history_base: an unresolved Codex history page"):
+        parse_codex(json.dumps(meta).encode() + b"\n" + rest)
+
+
 # --- detection ----------------------------------------------------------------------------------
 
 

@@ -29,7 +29,7 @@ from stash_ingest.annotations import (
     list_annotations,
     update_annotation,
 )
-from stash_ingest.imports import ImportRequest, ImportResult, Titler, import_traces
+from stash_ingest.imports import ImportedTrace, ImportRequest, ImportResult, Titler, import_traces, upload_transcript
 from stash_ingest.otlp import OtlpRequest, OtlpResult, ingest_otlp
 from stash_ingest.owner_tables import stream_owner_rows
 from stash_ingest.revisions import Announcer, current_revisions, list_revisions
@@ -86,15 +86,25 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             format_name, imported = import_traces(session, job, self.titler)
             # Also when every trace is unchanged: such an import may still change a trace's source id.
             store.touch_owner(session, job.owner_id)
-        results = [
-            ingest_pb2.ImportedTrace(trace_id=item.trace_id, external_id=item.external_id, result=_RESULTS[item.result])
-            for item in imported
-        ]
+        results = [_imported_message(item) for item in imported]
         trace_ids = [item.trace_id for item in imported]
         self._announce([item.trace_id for item in imported if item.result != ImportResult.UNCHANGED])
         return ingest_pb2.ImportTracesResponse(
             format=format_name, imported=len(imported), trace_ids=trace_ids, results=results
         )
+
+    def UploadTranscript(
+        self, request: ingest_pb2.UploadTranscriptRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.UploadTranscriptResponse:
+        """Store one native transcript: created, appended or unchanged; a divergent one fails with trace_sync_error."""
+        source_id = request.source_id if request.HasField("source_id") else None
+        job = ImportRequest(owner_of(request), request.agent or "auto", request.data, source_id)
+        with transaction(self.sessions) as session:
+            agent, imported = upload_transcript(session, job, self.titler, request.owner_name.strip())
+            store.touch_owner(session, job.owner_id)
+        if imported.result != ImportResult.UNCHANGED:
+            self._announce([imported.trace_id])
+        return ingest_pb2.UploadTranscriptResponse(agent=agent, trace=_imported_message(imported))
 
     def IngestOtlpSpans(
         self, request: ingest_pb2.IngestOtlpSpansRequest, context: grpc.ServicerContext
@@ -434,3 +444,7 @@ def annotation_to_proto(annotation: Annotation) -> common_pb2.Annotation:
         author_name=annotation.author_name,
         created_at=timestamp_of(annotation.created_at),
     )
+
+
+def _imported_message(item: ImportedTrace) -> ingest_pb2.ImportedTrace:
+    return ingest_pb2.ImportedTrace(trace_id=item.trace_id, external_id=item.external_id, result=_RESULTS[item.result])

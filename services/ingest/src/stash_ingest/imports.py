@@ -18,13 +18,16 @@ from sqlalchemy.orm import Session
 
 from stash_common.db import new_id, utc_now
 from stash_common.errors import FailedPrecondition, InvalidArgument
-from stash_ingest.adapters.registry import NATIVE_FORMATS, resolve_adapter
+from stash_ingest.adapters.registry import AUTO, NATIVE_FORMATS, detect, resolve_adapter
 from stash_ingest.store import (
     TraceRow,
     delete_steps,
     find_by_external_ids,
+    find_trace_row,
     load_steps_by_trace,
     replace_spans,
+    save_source_name,
+    source_names,
     write_steps,
 )
 from stash_ingest.traces import Span, Step, Trace, validate_trace
@@ -33,6 +36,8 @@ from stash_ingest.traces import Span, Step, Trace, validate_trace
 Titler = Callable[[Trace], str]
 
 SOURCE_ID_MAX = 200
+SOURCE_NAME_MAX = 120
+AGENT_NAMES = {"claude_code": "Claude Code", "codex": "Codex"}
 
 
 class ImportResult(StrEnum):
@@ -90,6 +95,47 @@ def import_traces(session: Session, request: ImportRequest, titler: Titler) -> t
     """Parse, validate and upsert every trace of the payload inside the caller's transaction."""
     format_name, traces = parse_payload(request)
     return format_name, upsert_traces(session, request, format_name, traces, titler)
+
+
+def upload_transcript(
+    session: Session, request: ImportRequest, titler: Titler, owner_name: str
+) -> tuple[str, ImportedTrace]:
+    """One native agent transcript (Claude Code or Codex) as a growing snapshot of one trace; its source,
+    when it has no saved name yet, is named after the agent and the owner."""
+    agent = _native_agent(request.format or AUTO, request.data)
+    format_name, imported = import_traces(session, replace(request, format=agent), titler)
+    if len(imported) != 1:
+        raise InvalidArgument("data", f"expected one {agent} transcript, found {len(imported)} traces")
+    if owner_name:
+        _name_source(session, request.owner_id, imported[0].trace_id, f"{AGENT_NAMES[agent]} ({owner_name})")
+    return format_name, imported[0]
+
+
+def _name_source(session: Session, owner_id: str, trace_id: str, name: str) -> None:
+    source_id = find_trace_row(session, owner_id, trace_id).source_id
+    if source_id not in source_names(session, owner_id):
+        save_source_name(session, owner_id, source_id, name[:SOURCE_NAME_MAX])
+
+
+def _native_agent(agent: str, data: bytes) -> str:
+    """The named or detected native format; anything else is sent to the supported import or OpenTelemetry."""
+    elsewhere = (
+        "upload other formats with POST /api/v1/rm/traces/import or send OpenTelemetry to /api/v1/rm/otel/v1/traces"
+    )
+    supported = ", ".join([*sorted(NATIVE_FORMATS), AUTO])
+    if agent != AUTO and agent not in NATIVE_FORMATS:
+        raise InvalidArgument(
+            "agent", f"{agent!r} is not a native agent transcript (supported: {supported}); {elsewhere}"
+        )
+    if agent != AUTO:
+        return agent
+    try:
+        detected = detect(data)
+    except InvalidArgument:
+        raise InvalidArgument("data", f"not a Claude Code or Codex transcript; {elsewhere}") from None
+    if detected not in NATIVE_FORMATS:
+        raise InvalidArgument("data", f"a {detected} payload is not a native agent transcript; {elsewhere}")
+    return detected
 
 
 @dataclass

@@ -24,6 +24,9 @@ Every line is `{timestamp, type, payload}`. How they become steps:
   (the model's new context), so it adds no steps; a readable `message` (the summary of local
   compaction) is a system step with `metadata["compact_summary"]`, as for Claude Code.
 - Images become "[image]" ("[image: url]" for http(s) URLs); the "<image>" wrapper texts are dropped.
+- A history page (`session_meta.history_base` naming an earlier rollout and the byte and ordinal
+  where its part ends) holds only the rest of the conversation: it is refused until the client
+  reconstructs it (the CLI does) instead of being stored incomplete.
 - Legacy rollouts (≤0.3x) without the envelope are read too: a header line with `id`, items
   written bare, and `record_type` state lines (skipped).
 """
@@ -124,6 +127,12 @@ def _read_line(rollout: _Rollout, where: str, line: Any, first: bool) -> None:
 
 
 def _read_session_meta(rollout: _Rollout, where: str, payload: Payload, stamp: dict[str, Any]) -> None:
+    if payload.get("history_base") is not None:
+        raise InvalidArgument(
+            f"{where}: payload.history_base",
+            "an unresolved Codex history page continues an earlier rollout and holds only part of the "
+            "conversation; upload it with `stash-rm sessions upload`, which reconstructs the page first",
+        )
     git = object_or_empty(payload.get("git"))
     found = {name: payload.get(key) for key, name in _META_KEYS.items()}
     found |= {"git_branch": git.get("branch"), "git_commit": git.get("commit_hash")}

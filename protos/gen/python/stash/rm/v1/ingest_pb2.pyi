@@ -1170,3 +1170,71 @@ class GetTraceRevisionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetTraceRevisionResponse: _TypeAlias = GetTraceRevisionResponse  # noqa: Y015
+
+@_typing.final
+class UploadTranscriptRequest(_message.Message):
+    """Request of UploadTranscript."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    SOURCE_ID_FIELD_NUMBER: _builtins.int
+    OWNER_NAME_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The authenticated owner."""
+    agent: _builtins.str
+    """"claude_code", "codex", or "auto" (also when empty) to detect it; other formats are refused."""
+    data: _builtins.bytes
+    """The transcript as recorded (JSONL); a Codex page must have its history_base resolved."""
+    source_id: _builtins.str
+    """Source id (1-200 chars) for the trace, overriding the recorded one."""
+    owner_name: _builtins.str
+    """The owner's display name: a source without a saved name is named after the agent and the owner."""
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        agent: _builtins.str = ...,
+        data: _builtins.bytes = ...,
+        source_id: _builtins.str | None = ...,
+        owner_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_source_id", b"_source_id", "source_id", b"source_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_source_id", b"_source_id", "agent", b"agent", "data", b"data", "owner_id", b"owner_id", "owner_name", b"owner_name", "source_id", b"source_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__source_id: _TypeAlias = _typing.Literal["source_id"]  # noqa: Y015
+    _WhichOneofArgType__source_id: _TypeAlias = _typing.Literal["_source_id", b"_source_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__source_id) -> _WhichOneofReturnType__source_id | None: ...
+
+Global___UploadTranscriptRequest: _TypeAlias = UploadTranscriptRequest  # noqa: Y015
+
+@_typing.final
+class UploadTranscriptResponse(_message.Message):
+    """Response of UploadTranscript."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    TRACE_FIELD_NUMBER: _builtins.int
+    agent: _builtins.str
+    """The agent format used (the detected one for "auto")."""
+    @_builtins.property
+    def trace(self) -> Global___ImportedTrace:
+        """What the upload did: created, appended or unchanged."""
+
+    def __init__(
+        self,
+        *,
+        agent: _builtins.str = ...,
+        trace: Global___ImportedTrace | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["trace", b"trace"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "trace", b"trace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UploadTranscriptResponse: _TypeAlias = UploadTranscriptResponse  # noqa: Y015

@@ -127,6 +127,11 @@ class IngestServiceStub:
                 request_serializer=stash_dot_rm_dot_v1_dot_common__pb2.GetOwnerVersionRequest.SerializeToString,
                 response_deserializer=stash_dot_rm_dot_v1_dot_common__pb2.GetOwnerVersionResponse.FromString,
                 _registered_method=True)
+        self.UploadTranscript = channel.unary_unary(
+                '/stash.rm.v1.IngestService/UploadTranscript',
+                request_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.UploadTranscriptRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.UploadTranscriptResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -260,6 +265,13 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UploadTranscript(self, request, context):
+        """Uploads one native agent transcript (Claude Code or Codex) as a growing snapshot of one trace.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -352,6 +364,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.GetOwnerVersion,
                     request_deserializer=stash_dot_rm_dot_v1_dot_common__pb2.GetOwnerVersionRequest.FromString,
                     response_serializer=stash_dot_rm_dot_v1_dot_common__pb2.GetOwnerVersionResponse.SerializeToString,
+            ),
+            'UploadTranscript': grpc.unary_unary_rpc_method_handler(
+                    servicer.UploadTranscript,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.UploadTranscriptRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.UploadTranscriptResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -842,6 +859,33 @@ class IngestService:
             '/stash.rm.v1.IngestService/GetOwnerVersion',
             stash_dot_rm_dot_v1_dot_common__pb2.GetOwnerVersionRequest.SerializeToString,
             stash_dot_rm_dot_v1_dot_common__pb2.GetOwnerVersionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadTranscript(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.IngestService/UploadTranscript',
+            stash_dot_rm_dot_v1_dot_ingest__pb2.UploadTranscriptRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_ingest__pb2.UploadTranscriptResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -72,6 +72,8 @@ class IngestServiceStub:
     """Streams the owner's traces, steps and annotations as Arrow IPC batches, for the gateway's SQL queries."""
     GetOwnerVersion: _grpc.UnaryUnaryMultiCallable[_common_pb2.GetOwnerVersionRequest, _common_pb2.GetOwnerVersionResponse]
     """The owner's change marker for those tables: it changes whenever one of their rows does."""
+    UploadTranscript: _grpc.UnaryUnaryMultiCallable[_ingest_pb2.UploadTranscriptRequest, _ingest_pb2.UploadTranscriptResponse]
+    """Uploads one native agent transcript (Claude Code or Codex) as a growing snapshot of one trace."""
 
 @_typing.type_check_only
 class IngestServiceAsyncStub(IngestServiceStub):
@@ -116,6 +118,8 @@ class IngestServiceAsyncStub(IngestServiceStub):
     """Streams the owner's traces, steps and annotations as Arrow IPC batches, for the gateway's SQL queries."""
     GetOwnerVersion: _aio.UnaryUnaryMultiCallable[_common_pb2.GetOwnerVersionRequest, _common_pb2.GetOwnerVersionResponse]  # type: ignore[assignment]
     """The owner's change marker for those tables: it changes whenever one of their rows does."""
+    UploadTranscript: _aio.UnaryUnaryMultiCallable[_ingest_pb2.UploadTranscriptRequest, _ingest_pb2.UploadTranscriptResponse]  # type: ignore[assignment]
+    """Uploads one native agent transcript (Claude Code or Codex) as a growing snapshot of one trace."""
 
 class IngestServiceServicer(metaclass=_abc_1.ABCMeta):
     """IngestService turns agent traces into canonical Stash Traces and owns
@@ -265,5 +269,13 @@ class IngestServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_common_pb2.GetOwnerVersionResponse, _abc.Awaitable[_common_pb2.GetOwnerVersionResponse]]:
         """The owner's change marker for those tables: it changes whenever one of their rows does."""
+
+    @_abc_1.abstractmethod
+    def UploadTranscript(
+        self,
+        request: _ingest_pb2.UploadTranscriptRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ingest_pb2.UploadTranscriptResponse, _abc.Awaitable[_ingest_pb2.UploadTranscriptResponse]]:
+        """Uploads one native agent transcript (Claude Code or Codex) as a growing snapshot of one trace."""
 
 def add_IngestServiceServicer_to_server(servicer: IngestServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
