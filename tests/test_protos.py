@@ -45,6 +45,7 @@ EXPECTED_RPCS: dict[str, tuple[str, set[str]]] = {
             "GetTraceRevision",
             "StreamOwnerRows",
             "GetOwnerVersion",
+            "UploadTranscript",
         },
     ),
     "LabelerService": (
@@ -58,6 +59,8 @@ EXPECTED_RPCS: dict[str, tuple[str, set[str]]] = {
             "RecordTrajectoryEvents",
             "GetCourseCorrection",
             "GetTraceCompletion",
+            "GetTraceSections",
+            "SummarizeSections",
             "StreamOwnerRows",
             "GetOwnerVersion",
         },

@@ -5,7 +5,9 @@ clients talk to this server instead (base URL = `FakeLLM.url`). Tests decide wha
 with `reply` (a function of the request body) and read back every request it received. An OpenAI
 request with `logprobs: true` gets the first token's `top_logprobs` from `logprobs`, when set.
 `fail_status` fails every request, `status_of` chosen ones (a status, or None to answer), and
-`delay_s` holds each answer back (a provider's latency).
+`delay_s` holds each answer back (a provider's latency). An Anthropic request that forces a tool
+(`tool_choice: {type: tool}`) gets that tool's call, with the reply as its input, when the reply is
+a JSON object; any other reply stays text.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class FakeLLM:
             return status, {"type": "error", "error": {"type": "api_error", "message": "injected failure"}}
         text = self.reply(path, body)
         if path.endswith("/messages"):
-            return 200, _anthropic_message(body.get("model", "fake"), text)
+            return 200, _anthropic_message(body.get("model", "fake"), text, _forced_tool(body))
         if path.endswith("/chat/completions"):
             alternatives = self.logprobs(path, body) if self.logprobs is not None and body.get("logprobs") else None
             logprobs = (
@@ -96,14 +98,28 @@ class FakeLLM:
         return Handler
 
 
-def _anthropic_message(model: str, text: str) -> dict[str, Any]:
+def _forced_tool(body: dict[str, Any]) -> str | None:
+    choice = body.get("tool_choice") or {}
+    return choice.get("name") if choice.get("type") == "tool" else None
+
+
+def _anthropic_message(model: str, text: str, tool: str | None = None) -> dict[str, Any]:
+    """A text answer; for a forced tool whose reply is a JSON object, that tool's call with it as input."""
+    try:
+        tool_input = json.loads(text) if tool else None
+    except ValueError:
+        tool_input = None
+    if isinstance(tool_input, dict):
+        content = [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": tool, "input": tool_input}]
+    else:
+        content = [{"type": "text", "text": text}]
     return {
         "id": f"msg_{uuid.uuid4().hex[:24]}",
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
+        "content": content,
+        "stop_reason": "tool_use" if isinstance(tool_input, dict) else "end_turn",
         "stop_sequence": None,
         "usage": {"input_tokens": 10, "output_tokens": max(1, len(text) // 4)},
     }

@@ -12,6 +12,7 @@ from stash_common.coordination import InProcessWakeups
 from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.server import start
 from stash_labeler.api import LabelerServicer
+from stash_labeler.assessments import FastModel
 from stash_labeler.chunks import Chunk
 from stash_labeler.evaluation_worker import EvaluationWorker, WorkerConfig
 from stash_labeler.ingest_client import IngestClient
@@ -63,6 +64,7 @@ def serve_labeler(
     start_worker: bool = True,
     config: WorkerConfig = QUICK_SWEEPS,
     port: int = 0,
+    fast_model: FastModel | None = None,
 ) -> RunningLabeler:
     """A started labeler server whose worker reads traces from `ingest`."""
     upgrade("labeler", MIGRATIONS_DIR, database_url)
@@ -70,7 +72,7 @@ def serve_labeler(
     sessions = make_sessions(engine)
     traces = IngestClient(ingest)
     worker = EvaluationWorker(sessions, traces, labeler, InProcessWakeups(), config, grader=grader)
-    servicer = LabelerServicer(sessions, traces, worker)
+    servicer = LabelerServicer(sessions, traces, worker, fast_model=fast_model)
 
     def register(server: grpc.Server) -> list[str]:
         labeler_pb2_grpc.add_LabelerServiceServicer_to_server(servicer, server)

@@ -27,9 +27,11 @@ from stash_gateway.routes import (
     health,
     query,
     reward_models,
+    sections,
     sources,
     traces,
     trajectories,
+    transcripts,
 )
 
 # Renamed: `annotations` is already the name of the `__future__` feature imported above.
@@ -69,7 +71,19 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.add_exception_handler(grpc.RpcError, rpc_error_response)
     app.include_router(health.router)
     app.include_router(query.router)
-    routes = (account, admin, traces, annotation_routes, exports, sources, trajectories, reward_models, gepa_runs)
+    routes = (
+        account,
+        admin,
+        traces,
+        sections,
+        annotation_routes,
+        exports,
+        sources,
+        trajectories,
+        reward_models,
+        gepa_runs,
+        transcripts,
+    )
     for module in (*routes, otlp):
         app.include_router(module.router)
     if settings.s3_bucket is None:

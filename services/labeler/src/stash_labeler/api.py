@@ -17,15 +17,18 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from stash.rm.v1 import common_pb2, labeler_pb2, labeler_pb2_grpc
 from stash_common.db import transaction, utc_now
-from stash_common.errors import InvalidArgument, Unimplemented
+from stash_common.errors import InvalidArgument
 from stash_common.messages import struct_of, timestamp_of
 from stash_common.requests import owner_of, page_of
 from stash_labeler import store
+from stash_labeler.assessments import Assessor, FastModel, Outcome
+from stash_labeler.assessments.summaries import StepRange, shown
 from stash_labeler.correction_ledger import record_events
 from stash_labeler.evaluation_worker import EvaluationWorker
 from stash_labeler.owner_tables import stream_owner_rows
 from stash_labeler.prm import PATTERN_NAMES, CourseCorrection, Pattern, TrajectoryEvent
-from stash_labeler.traces import TraceSource
+from stash_labeler.sections import Section, group_sections
+from stash_labeler.traces import LabelerTrace, TraceSource
 
 log = structlog.get_logger()
 
@@ -57,10 +60,17 @@ MAX_EVENTS_PER_CALL = 500
 class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
     """Evaluations of every owner's trace revisions, over gRPC."""
 
-    def __init__(self, sessions: sessionmaker[Session], traces: TraceSource, worker: EvaluationWorker) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        traces: TraceSource,
+        worker: EvaluationWorker,
+        fast_model: FastModel | None = None,
+    ) -> None:
         self.sessions = sessions
         self.traces = traces
         self.worker = worker
+        self.assessor = Assessor(sessions, fast_model)
 
     def AnnounceTraceRevision(
         self, request: labeler_pb2.AnnounceTraceRevisionRequest, context: grpc.ServicerContext
@@ -177,8 +187,75 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
     def GetTraceCompletion(
         self, request: labeler_pb2.GetTraceCompletionRequest, context: grpc.ServicerContext
     ) -> labeler_pb2.GetTraceCompletionResponse:
-        """UNIMPLEMENTED: the proto declares the RPC ahead of the estimator, which issue 17 builds."""
-        raise Unimplemented("section completion estimates are not built yet (issue 17)")
+        """Progress toward each independent request; NotFound for another owner's trace, before any cache read."""
+        owner_id = owner_of(request)
+        trace = self._current_trace(owner_id, request.trace_id)
+        outcome = self.assessor.completion(owner_id, trace.id, trace.steps)
+        tasks = [_completion_task(task) for task in (outcome.body or {}).get("tasks", [])]
+        return labeler_pb2.GetTraceCompletionResponse(
+            tasks=tasks, pending=outcome.pending, unavailable=outcome.unavailable, reason=outcome.reason
+        )
+
+    def GetTraceSections(
+        self, request: labeler_pb2.GetTraceSectionsRequest, context: grpc.ServicerContext
+    ) -> labeler_pb2.GetTraceSectionsResponse:
+        """The current revision's tasks → subtasks → steps; NotFound for another owner's trace."""
+        trace = self._current_trace(owner_of(request), request.trace_id)
+        tasks = [_section(section) for section in group_sections(trace.steps)]
+        return labeler_pb2.GetTraceSectionsResponse(tasks=tasks, revision=trace.revision)
+
+    def SummarizeSections(
+        self, request: labeler_pb2.SummarizeSectionsRequest, context: grpc.ServicerContext
+    ) -> labeler_pb2.SummarizeSectionsResponse:
+        """Title, summary, objective and score of 1 to 4 ranges; owner and ranges are checked before the cache."""
+        owner_id = owner_of(request)
+        trace = self._current_trace(owner_id, request.trace_id)
+        requested = [(item.first_step_id, item.last_step_id) for item in request.ranges]
+        answers = self.assessor.summaries(owner_id, trace.id, trace.steps, requested)
+        return labeler_pb2.SummarizeSectionsResponse(
+            summaries=[_section_summary(step_range, outcome) for step_range, outcome in answers]
+        )
+
+    def _current_trace(self, owner_id: str, trace_id: str) -> LabelerTrace:
+        revision = self.traces.current_revision(owner_id, trace_id)
+        return self.traces.trace_revision(owner_id, trace_id, revision)
+
+
+def _section_summary(step_range: StepRange, outcome: Outcome) -> labeler_pb2.SectionSummary:
+    body = shown(outcome.body, step_range) if outcome.body is not None else {}
+    return labeler_pb2.SectionSummary(
+        first_step_id=step_range.first_step_id,
+        last_step_id=step_range.last_step_id,
+        title=body.get("title", ""),
+        summary=body.get("summary", ""),
+        objective=body.get("objective", ""),
+        score=body.get("score"),
+        reason=body.get("reason", ""),
+        pending=outcome.pending,
+        unavailable=outcome.unavailable,
+        unavailable_reason=outcome.reason,
+    )
+
+
+def _completion_task(task: Mapping[str, Any]) -> labeler_pb2.CompletionTask:
+    return labeler_pb2.CompletionTask(
+        first_step_id=task["first_step_id"],
+        last_step_id=task["last_step_id"],
+        objective=task["objective"],
+        checkpoints=[labeler_pb2.CompletionCheckpoint(**point) for point in task["checkpoints"]],
+    )
+
+
+def _section(section: Section) -> labeler_pb2.TraceSection:
+    return labeler_pb2.TraceSection(
+        kind=section.kind,
+        title=section.title,
+        title_source=section.title_source,
+        step_ids=section.step_ids,
+        graded=section.graded,
+        activity=section.activity,
+        children=[_section(child) for child in section.children],
+    )
 
 
 def _events(request: labeler_pb2.RecordTrajectoryEventsRequest) -> list[TrajectoryEvent]:

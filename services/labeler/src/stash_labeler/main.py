@@ -21,6 +21,7 @@ from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
 from stash_labeler.api import LabelerServicer
+from stash_labeler.assessments import AnthropicFastModel, FastModel
 from stash_labeler.evaluation_worker import EvaluationWorker, WorkerConfig
 from stash_labeler.ingest_client import IngestClient
 from stash_labeler.labeling.protocol import Labeler
@@ -79,6 +80,13 @@ def make_process_model(settings: LabelerSettings) -> ProcessModel:
     return ProcessModel(config, LLMTrajectoryClassifier.from_config(complete, config))
 
 
+def make_fast_model(settings: LabelerSettings) -> FastModel | None:
+    """The fast Anthropic model for section summaries and completion, when a key is configured."""
+    if not settings.anthropic_api_key:
+        return None
+    return AnthropicFastModel(settings.anthropic_api_key, settings.fast_model, settings.anthropic_base_url)
+
+
 def main() -> None:
     """Run the labeler service until SIGTERM or SIGINT."""
     settings = load(LabelerSettings)
@@ -97,7 +105,7 @@ def main() -> None:
         grader=make_grader(settings),
         process_model=make_process_model(settings),
     )
-    servicer = LabelerServicer(sessions, ingest, worker)
+    servicer = LabelerServicer(sessions, ingest, worker, fast_model=make_fast_model(settings))
     log.info("labeler configured", labeler=labeler.source.value, grading=bool(settings.grading_model))
 
     def register(server: grpc.Server) -> Sequence[str]:

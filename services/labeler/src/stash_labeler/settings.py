@@ -45,6 +45,11 @@ class LabelerSettings(ServiceSettings):
         PRMConfig(),
         'trajectory PRM settings as JSON, e.g. {"strategy": "rules+ml", "ml_threshold": 0.7, "ml_min_events": 3}',
     )
+    anthropic_api_key: str | None = shared(
+        "STASH_ANTHROPIC_API_KEY", None, "Anthropic key for section summaries and completion; unset: unavailable"
+    )
+    anthropic_base_url: str | None = shared("STASH_ANTHROPIC_BASE_URL", None, "Anthropic API base URL override")
+    fast_model: str = shared("STASH_FAST_MODEL", "claude-haiku-4-5", "the fast Anthropic model for assessments")
     prm_model: str | None = shared(
         "STASH_PRM_MODEL", None, "model of the PRM's LLM classifier (default: the label model)"
     )

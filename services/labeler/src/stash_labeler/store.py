@@ -353,6 +353,8 @@ def forget_trace(session: Session, trace_id: str) -> None:
     forget_labels(session, trace_id)
     session.execute(delete(ProcessFindingRow).where(ProcessFindingRow.trace_id == trace_id))
     session.execute(delete(EvaluationRow).where(EvaluationRow.trace_id == trace_id))
+    session.execute(delete(SectionSummaryRow).where(SectionSummaryRow.trace_id == trace_id))
+    session.execute(delete(TraceCompletionRow).where(TraceCompletionRow.trace_id == trace_id))
     touch_owners(session, owners)
 
 
@@ -473,6 +475,57 @@ def load_cursor(session: Session, name: str) -> str:
 def save_cursor(session: Session, name: str, cursor: str) -> None:
     """Remember how far the sweep has read."""
     session.merge(SweepCursorRow(name=name, cursor=cursor))
+
+
+class SectionSummaryRow(Base):
+    """A fast-model assessment of one step range, keyed by its evidence; see `assessments.cache`."""
+
+    __tablename__ = "section_summaries"
+    __table_args__ = (
+        UniqueConstraint(
+            "trace_id",
+            "first_step_id",
+            "last_step_id",
+            "source_hash",
+            "context_hash",
+            "version",
+            name="uq_section_summaries_key",
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(String(64))
+    trace_id: Mapped[str] = mapped_column(String(36))
+    source_hash: Mapped[str] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    lease_token: Mapped[str | None] = mapped_column(String(36))
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    body: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    first_step_id: Mapped[str] = mapped_column(String(200))
+    last_step_id: Mapped[str] = mapped_column(String(200))
+    context_hash: Mapped[str] = mapped_column(String(64))
+
+
+class TraceCompletionRow(Base):
+    """A fast-model completion estimate of a trace, keyed by its sampled evidence; see `assessments.cache`."""
+
+    __tablename__ = "trace_completions"
+    __table_args__ = (UniqueConstraint("trace_id", "source_hash", "version", name="uq_trace_completions_key"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(String(64))
+    trace_id: Mapped[str] = mapped_column(String(36))
+    source_hash: Mapped[str] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    lease_token: Mapped[str | None] = mapped_column(String(36))
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    body: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
 
 
 def forget_labels(session: Session, trace_id: str) -> None:

@@ -1202,10 +1202,13 @@ class GetTraceCompletionResponse(_message.Message):
     TASKS_FIELD_NUMBER: _builtins.int
     PENDING_FIELD_NUMBER: _builtins.int
     UNAVAILABLE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
     pending: _builtins.bool
     """True while an estimate is being generated."""
     unavailable: _builtins.bool
     """True when generation failed or no model is configured."""
+    reason: _builtins.str
+    """Why it is unavailable (the setting to configure, or the generation error); empty otherwise."""
     @_builtins.property
     def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___CompletionTask]:
         """Estimates per independent request."""
@@ -1216,11 +1219,260 @@ class GetTraceCompletionResponse(_message.Message):
         tasks: _abc.Iterable[Global___CompletionTask] | None = ...,
         pending: _builtins.bool = ...,
         unavailable: _builtins.bool = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["pending", b"pending", "tasks", b"tasks", "unavailable", b"unavailable"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pending", b"pending", "reason", b"reason", "tasks", b"tasks", "unavailable", b"unavailable"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetTraceCompletionResponse: _TypeAlias = GetTraceCompletionResponse  # noqa: Y015
+
+@_typing.final
+class TraceSection(_message.Message):
+    """One section of a trace: a task or a subtask with its steps in order."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    TITLE_SOURCE_FIELD_NUMBER: _builtins.int
+    STEP_IDS_FIELD_NUMBER: _builtins.int
+    GRADED_FIELD_NUMBER: _builtins.int
+    ACTIVITY_FIELD_NUMBER: _builtins.int
+    CHILDREN_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """"task" or "subtask"."""
+    title: _builtins.str
+    """Fallback title from a task label, a request, a progress message or tool activity."""
+    title_source: _builtins.str
+    """Where the title came from: label, request, progress, activity or context."""
+    graded: _builtins.bool
+    """False for context: no assistant response or tool call inside."""
+    activity: _builtins.str
+    """The first recognised kind of work (inspecting, editing, verifying, publishing, browsing)."""
+    @_builtins.property
+    def step_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The section's step ids, in step order (the trace's own ids)."""
+
+    @_builtins.property
+    def children(self) -> _containers.RepeatedCompositeFieldContainer[Global___TraceSection]:
+        """Subtasks of a task; empty when the task holds its steps directly."""
+
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        title: _builtins.str = ...,
+        title_source: _builtins.str = ...,
+        step_ids: _abc.Iterable[_builtins.str] | None = ...,
+        graded: _builtins.bool = ...,
+        activity: _builtins.str | None = ...,
+        children: _abc.Iterable[Global___TraceSection] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_activity", b"_activity", "activity", b"activity"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_activity", b"_activity", "activity", b"activity", "children", b"children", "graded", b"graded", "kind", b"kind", "step_ids", b"step_ids", "title", b"title", "title_source", b"title_source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__activity: _TypeAlias = _typing.Literal["activity"]  # noqa: Y015
+    _WhichOneofArgType__activity: _TypeAlias = _typing.Literal["_activity", b"_activity"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__activity) -> _WhichOneofReturnType__activity | None: ...
+
+Global___TraceSection: _TypeAlias = TraceSection  # noqa: Y015
+
+@_typing.final
+class GetTraceSectionsRequest(_message.Message):
+    """Request of GetTraceSections."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The authenticated owner."""
+    trace_id: _builtins.str
+    """The trace."""
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        trace_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "trace_id", b"trace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTraceSectionsRequest: _TypeAlias = GetTraceSectionsRequest  # noqa: Y015
+
+@_typing.final
+class GetTraceSectionsResponse(_message.Message):
+    """Response of GetTraceSections."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASKS_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    revision: _builtins.int
+    """The trace revision the sections were grouped from."""
+    @_builtins.property
+    def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___TraceSection]:
+        """The trace's tasks in step order."""
+
+    def __init__(
+        self,
+        *,
+        tasks: _abc.Iterable[Global___TraceSection] | None = ...,
+        revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["revision", b"revision", "tasks", b"tasks"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTraceSectionsResponse: _TypeAlias = GetTraceSectionsResponse  # noqa: Y015
+
+@_typing.final
+class SectionRange(_message.Message):
+    """A requested step range: first and last step ids, inclusive."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRST_STEP_ID_FIELD_NUMBER: _builtins.int
+    LAST_STEP_ID_FIELD_NUMBER: _builtins.int
+    first_step_id: _builtins.str
+    """First step of the range."""
+    last_step_id: _builtins.str
+    """Last step of the range."""
+    def __init__(
+        self,
+        *,
+        first_step_id: _builtins.str = ...,
+        last_step_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["first_step_id", b"first_step_id", "last_step_id", b"last_step_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SectionRange: _TypeAlias = SectionRange  # noqa: Y015
+
+@_typing.final
+class SummarizeSectionsRequest(_message.Message):
+    """Request of SummarizeSections."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    RANGES_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The authenticated owner."""
+    trace_id: _builtins.str
+    """The trace."""
+    @_builtins.property
+    def ranges(self) -> _containers.RepeatedCompositeFieldContainer[Global___SectionRange]:
+        """1 to 4 ranges."""
+
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        trace_id: _builtins.str = ...,
+        ranges: _abc.Iterable[Global___SectionRange] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "ranges", b"ranges", "trace_id", b"trace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SummarizeSectionsRequest: _TypeAlias = SummarizeSectionsRequest  # noqa: Y015
+
+@_typing.final
+class SectionSummary(_message.Message):
+    """The fast model's assessment of one requested range."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRST_STEP_ID_FIELD_NUMBER: _builtins.int
+    LAST_STEP_ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    OBJECTIVE_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    UNAVAILABLE_FIELD_NUMBER: _builtins.int
+    UNAVAILABLE_REASON_FIELD_NUMBER: _builtins.int
+    first_step_id: _builtins.str
+    """First step of the range."""
+    last_step_id: _builtins.str
+    """Last step of the range."""
+    title: _builtins.str
+    """Generated title."""
+    summary: _builtins.str
+    """Generated summary."""
+    objective: _builtins.str
+    """The section's local objective."""
+    score: _builtins.float
+    """Success at that objective in 0..1; unset when the evidence is missing."""
+    reason: _builtins.str
+    """Why the model gave this score (or no score)."""
+    pending: _builtins.bool
+    """True while it is being generated."""
+    unavailable: _builtins.bool
+    """True when generation failed or no model is configured."""
+    unavailable_reason: _builtins.str
+    """Why it is unavailable; empty otherwise."""
+    def __init__(
+        self,
+        *,
+        first_step_id: _builtins.str = ...,
+        last_step_id: _builtins.str = ...,
+        title: _builtins.str = ...,
+        summary: _builtins.str = ...,
+        objective: _builtins.str = ...,
+        score: _builtins.float | None = ...,
+        reason: _builtins.str = ...,
+        pending: _builtins.bool = ...,
+        unavailable: _builtins.bool = ...,
+        unavailable_reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_score", b"_score", "score", b"score"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_score", b"_score", "first_step_id", b"first_step_id", "last_step_id", b"last_step_id", "objective", b"objective", "pending", b"pending", "reason", b"reason", "score", b"score", "summary", b"summary", "title", b"title", "unavailable", b"unavailable", "unavailable_reason", b"unavailable_reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__score: _TypeAlias = _typing.Literal["score"]  # noqa: Y015
+    _WhichOneofArgType__score: _TypeAlias = _typing.Literal["_score", b"_score"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__score) -> _WhichOneofReturnType__score | None: ...
+
+Global___SectionSummary: _TypeAlias = SectionSummary  # noqa: Y015
+
+@_typing.final
+class SummarizeSectionsResponse(_message.Message):
+    """Response of SummarizeSections."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUMMARIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def summaries(self) -> _containers.RepeatedCompositeFieldContainer[Global___SectionSummary]:
+        """One summary per requested range, in request order."""
+
+    def __init__(
+        self,
+        *,
+        summaries: _abc.Iterable[Global___SectionSummary] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["summaries", b"summaries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SummarizeSectionsResponse: _TypeAlias = SummarizeSectionsResponse  # noqa: Y015

@@ -78,6 +78,16 @@ class LabelerServiceStub:
                 request_serializer=stash_dot_rm_dot_v1_dot_labeler__pb2.GetTraceCompletionRequest.SerializeToString,
                 response_deserializer=stash_dot_rm_dot_v1_dot_labeler__pb2.GetTraceCompletionResponse.FromString,
                 _registered_method=True)
+        self.GetTraceSections = channel.unary_unary(
+                '/stash.rm.v1.LabelerService/GetTraceSections',
+                request_serializer=stash_dot_rm_dot_v1_dot_labeler__pb2.GetTraceSectionsRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_labeler__pb2.GetTraceSectionsResponse.FromString,
+                _registered_method=True)
+        self.SummarizeSections = channel.unary_unary(
+                '/stash.rm.v1.LabelerService/SummarizeSections',
+                request_serializer=stash_dot_rm_dot_v1_dot_labeler__pb2.SummarizeSectionsRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_labeler__pb2.SummarizeSectionsResponse.FromString,
+                _registered_method=True)
         self.StreamOwnerRows = channel.unary_stream(
                 '/stash.rm.v1.LabelerService/StreamOwnerRows',
                 request_serializer=stash_dot_rm_dot_v1_dot_common__pb2.StreamOwnerRowsRequest.SerializeToString,
@@ -152,6 +162,20 @@ class LabelerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTraceSections(self, request, context):
+        """Groups a trace's steps into tasks, subtasks and steps, deterministically, with fallback titles.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SummarizeSections(self, request, context):
+        """Titles, summarises and scores 1 to 4 step ranges of a trace with the fast model (cached).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StreamOwnerRows(self, request, context):
         """Streams the owner's step labels, evaluations and process patterns as Arrow IPC batches, for the gateway's SQL queries.
         """
@@ -208,6 +232,16 @@ def add_LabelerServiceServicer_to_server(servicer, server):
                     servicer.GetTraceCompletion,
                     request_deserializer=stash_dot_rm_dot_v1_dot_labeler__pb2.GetTraceCompletionRequest.FromString,
                     response_serializer=stash_dot_rm_dot_v1_dot_labeler__pb2.GetTraceCompletionResponse.SerializeToString,
+            ),
+            'GetTraceSections': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTraceSections,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_labeler__pb2.GetTraceSectionsRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_labeler__pb2.GetTraceSectionsResponse.SerializeToString,
+            ),
+            'SummarizeSections': grpc.unary_unary_rpc_method_handler(
+                    servicer.SummarizeSections,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_labeler__pb2.SummarizeSectionsRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_labeler__pb2.SummarizeSectionsResponse.SerializeToString,
             ),
             'StreamOwnerRows': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamOwnerRows,
@@ -439,6 +473,60 @@ class LabelerService:
             '/stash.rm.v1.LabelerService/GetTraceCompletion',
             stash_dot_rm_dot_v1_dot_labeler__pb2.GetTraceCompletionRequest.SerializeToString,
             stash_dot_rm_dot_v1_dot_labeler__pb2.GetTraceCompletionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTraceSections(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.LabelerService/GetTraceSections',
+            stash_dot_rm_dot_v1_dot_labeler__pb2.GetTraceSectionsRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_labeler__pb2.GetTraceSectionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SummarizeSections(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.LabelerService/SummarizeSections',
+            stash_dot_rm_dot_v1_dot_labeler__pb2.SummarizeSectionsRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_labeler__pb2.SummarizeSectionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

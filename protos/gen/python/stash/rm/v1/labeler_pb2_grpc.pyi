@@ -53,6 +53,10 @@ class LabelerServiceStub:
     """Returns the latest course correction emitted for a task, if any."""
     GetTraceCompletion: _grpc.UnaryUnaryMultiCallable[_labeler_pb2.GetTraceCompletionRequest, _labeler_pb2.GetTraceCompletionResponse]
     """Estimates progress toward each independent user request of a trace."""
+    GetTraceSections: _grpc.UnaryUnaryMultiCallable[_labeler_pb2.GetTraceSectionsRequest, _labeler_pb2.GetTraceSectionsResponse]
+    """Groups a trace's steps into tasks, subtasks and steps, deterministically, with fallback titles."""
+    SummarizeSections: _grpc.UnaryUnaryMultiCallable[_labeler_pb2.SummarizeSectionsRequest, _labeler_pb2.SummarizeSectionsResponse]
+    """Titles, summarises and scores 1 to 4 step ranges of a trace with the fast model (cached)."""
     StreamOwnerRows: _grpc.UnaryStreamMultiCallable[_common_pb2.StreamOwnerRowsRequest, _common_pb2.StreamOwnerRowsResponse]
     """Streams the owner's step labels, evaluations and process patterns as Arrow IPC batches, for the gateway's SQL queries."""
     GetOwnerVersion: _grpc.UnaryUnaryMultiCallable[_common_pb2.GetOwnerVersionRequest, _common_pb2.GetOwnerVersionResponse]
@@ -82,6 +86,10 @@ class LabelerServiceAsyncStub(LabelerServiceStub):
     """Returns the latest course correction emitted for a task, if any."""
     GetTraceCompletion: _aio.UnaryUnaryMultiCallable[_labeler_pb2.GetTraceCompletionRequest, _labeler_pb2.GetTraceCompletionResponse]  # type: ignore[assignment]
     """Estimates progress toward each independent user request of a trace."""
+    GetTraceSections: _aio.UnaryUnaryMultiCallable[_labeler_pb2.GetTraceSectionsRequest, _labeler_pb2.GetTraceSectionsResponse]  # type: ignore[assignment]
+    """Groups a trace's steps into tasks, subtasks and steps, deterministically, with fallback titles."""
+    SummarizeSections: _aio.UnaryUnaryMultiCallable[_labeler_pb2.SummarizeSectionsRequest, _labeler_pb2.SummarizeSectionsResponse]  # type: ignore[assignment]
+    """Titles, summarises and scores 1 to 4 step ranges of a trace with the fast model (cached)."""
     StreamOwnerRows: _aio.UnaryStreamMultiCallable[_common_pb2.StreamOwnerRowsRequest, _common_pb2.StreamOwnerRowsResponse]  # type: ignore[assignment]
     """Streams the owner's step labels, evaluations and process patterns as Arrow IPC batches, for the gateway's SQL queries."""
     GetOwnerVersion: _aio.UnaryUnaryMultiCallable[_common_pb2.GetOwnerVersionRequest, _common_pb2.GetOwnerVersionResponse]  # type: ignore[assignment]
@@ -156,6 +164,22 @@ class LabelerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_labeler_pb2.GetTraceCompletionResponse, _abc.Awaitable[_labeler_pb2.GetTraceCompletionResponse]]:
         """Estimates progress toward each independent user request of a trace."""
+
+    @_abc_1.abstractmethod
+    def GetTraceSections(
+        self,
+        request: _labeler_pb2.GetTraceSectionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_labeler_pb2.GetTraceSectionsResponse, _abc.Awaitable[_labeler_pb2.GetTraceSectionsResponse]]:
+        """Groups a trace's steps into tasks, subtasks and steps, deterministically, with fallback titles."""
+
+    @_abc_1.abstractmethod
+    def SummarizeSections(
+        self,
+        request: _labeler_pb2.SummarizeSectionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_labeler_pb2.SummarizeSectionsResponse, _abc.Awaitable[_labeler_pb2.SummarizeSectionsResponse]]:
+        """Titles, summarises and scores 1 to 4 step ranges of a trace with the fast model (cached)."""
 
     @_abc_1.abstractmethod
     def StreamOwnerRows(

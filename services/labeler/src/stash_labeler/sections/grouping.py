@@ -1,0 +1,162 @@
+"""group_sections: the trace's steps as tasks → subtasks → steps, with immediate fallback titles.
+
+Tasks: explicit task labels (`metadata["task"]` on steps) take precedence; without any, each user
+request starts a task. Steps before the first task boundary are a leading task of their own.
+Subtasks inside a task: a recorded progress message (an assistant message followed by more tool
+calls of the same task, or Codex's `phase: commentary`) starts one; in a task with no progress
+message a recognised change of work does (see `work.py`). A boundary only splits once the current
+subtask holds an action, so a request and its first progress message stay together. A task with a
+single subtask has no children: it holds its steps directly. There is no count limit anywhere:
+a continuous run stays one section, and distinct tasks are never merged. A section without an
+assistant response or tool call is context (`graded` false). Step ids are the trace's own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from stash_common.steps import TraceStep
+from stash_labeler.sections.work import Work, work_of
+
+TASK_LABEL_KEY = "task"
+MAX_TITLE_CHARS = 80
+_INTERRUPTIONS = ("[Request interrupted by user",)
+_COMMAND_NAME = re.compile(r"<command-name>\s*([^<]+?)\s*</command-name>")
+# Codex desktop puts attached files first and the request under this heading.
+_CODEX_REQUEST = re.compile(r"^#+ My request for Codex:\s*$", re.MULTILINE)
+_MARKUP = re.compile(r"<[^>]+>")
+
+
+@dataclass(frozen=True)
+class Section:
+    """A task or subtask: its steps in order, a fallback title and where that title came from."""
+
+    kind: str  # "task" | "subtask"
+    title: str
+    title_source: str  # "label" | "request" | "progress" | "activity" | "context"
+    step_ids: tuple[str, ...]
+    graded: bool
+    activity: str | None = None
+    children: tuple[Section, ...] = ()
+
+    @property
+    def first_step_id(self) -> str:
+        return self.step_ids[0]
+
+    @property
+    def last_step_id(self) -> str:
+        return self.step_ids[-1]
+
+
+def group_sections(steps: Sequence[TraceStep]) -> list[Section]:
+    """The trace's tasks in step order; every step belongs to exactly one leaf."""
+    return [_task(run, label) for label, run in _task_runs(list(steps))]
+
+
+def is_request(step: TraceStep) -> bool:
+    """A user message that asks for something (an interruption marker is none)."""
+    return step.role == "user" and bool(step.content.strip()) and not step.content.startswith(_INTERRUPTIONS)
+
+
+def first_line(text: str) -> str:
+    """A title from free text: a slash command's name, else the first non-blank line without markup."""
+    command = _COMMAND_NAME.search(text)
+    if command:
+        return command.group(1)
+    codex_request = _CODEX_REQUEST.search(text)
+    if codex_request:
+        text = text[codex_request.end() :]
+    for line in _MARKUP.sub(" ", text).splitlines():
+        words = " ".join(line.split()).lstrip("#*- ").strip()
+        if words:
+            return words if len(words) <= MAX_TITLE_CHARS else words[: MAX_TITLE_CHARS - 1].rstrip() + "…"
+    return ""
+
+
+def _task_runs(steps: list[TraceStep]) -> list[tuple[str | None, list[TraceStep]]]:
+    labelled = any(_label(step) for step in steps)
+    runs: list[tuple[str | None, list[TraceStep]]] = []
+    for step in steps:
+        label = _label(step)
+        if labelled:
+            starts = label is not None and (not runs or label != runs[-1][0])
+        else:
+            starts = is_request(step)
+        if starts or not runs:
+            runs.append((label if labelled else None, []))
+        runs[-1][1].append(step)
+    return runs
+
+
+def _label(step: TraceStep) -> str | None:
+    value = step.metadata.get(TASK_LABEL_KEY)
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _task(steps: list[TraceStep], label: str | None) -> Section:
+    title, source = _task_title(steps, label)
+    subtasks = _subtasks(steps)
+    graded = any(step.is_action for step in steps)
+    if source == "context" and graded:  # work without a recorded request (e.g. after a compaction)
+        title, source = subtasks[0].title, subtasks[0].title_source
+    children = tuple(subtasks) if len(subtasks) > 1 else ()
+    return Section("task", title, source, tuple(step.id for step in steps), graded, children=children)
+
+
+def _task_title(steps: list[TraceStep], label: str | None) -> tuple[str, str]:
+    if label:
+        return label, "label"
+    request = next((step for step in steps if is_request(step)), None)
+    if request is not None and first_line(request.content):
+        return first_line(request.content), "request"
+    return "Context", "context"
+
+
+def _subtasks(steps: list[TraceStep]) -> list[Section]:
+    progress = _progress_positions(steps)
+    groups: list[list[TraceStep]] = [[]]
+    current: Work | None = None
+    for position, step in enumerate(steps):
+        work = work_of(step)
+        changes = position in progress or (not progress and _changes_work(current, work))
+        if changes and any(earlier.is_action for earlier in groups[-1]):
+            groups.append([])
+            current = None
+        groups[-1].append(step)
+        current = current or work
+    return [_subtask(group, progress_ids={steps[p].id for p in progress}) for group in groups]
+
+
+def _progress_positions(steps: list[TraceStep]) -> set[int]:
+    last_call = max((position for position, step in enumerate(steps) if step.is_tool_call), default=-1)
+    return {
+        position
+        for position, step in enumerate(steps)
+        if _is_message(step) and (position < last_call or step.metadata.get("phase") == "commentary")
+    }
+
+
+def _is_message(step: TraceStep) -> bool:
+    return step.role == "assistant" and not step.is_tool_call and bool(step.content.strip())
+
+
+def _changes_work(current: Work | None, work: Work | None) -> bool:
+    return current is not None and work is not None and (work.kind, work.site) != (current.kind, current.site)
+
+
+def _subtask(steps: list[TraceStep], progress_ids: set[str]) -> Section:
+    ids = tuple(step.id for step in steps)
+    graded = any(step.is_action for step in steps)
+    works = [work for work in map(work_of, steps) if work is not None]
+    activity = works[0].kind if works else None
+    message = next((step for step in steps if step.id in progress_ids), None)
+    if message is not None and first_line(message.content):
+        return Section("subtask", first_line(message.content), "progress", ids, graded, activity)
+    if works:
+        return Section("subtask", works[0].title, "activity", ids, graded, activity)
+    request = next((step for step in steps if is_request(step)), None)
+    if request is not None and first_line(request.content):
+        return Section("subtask", first_line(request.content), "request", ids, graded, activity)
+    return Section("subtask", "Context" if not graded else "Response", "context", ids, graded, activity)
