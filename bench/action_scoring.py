@@ -1,25 +1,33 @@
 """Action scoring: one forward call per action (a), length-sorted batches (b), one pass per trace (c).
 
-    .venv/bin/python bench/action_scoring.py [--every 50] [--long-traces 4] [--device cpu] [--qwen3 small]
+    .venv/bin/python bench/action_scoring.py [--every 50] [--long-traces 4] [--repeat 3] [--device cpu]
+        [--qwen3 small]
 
 The workload is 10,000 actions from 500 support traces of mixed lengths (2 to 54 actions, a third of the
 traces 20 or more: user turns, replies, tool calls and their results), generated deterministically and
 rendered with `stash_common.rendering` exactly as the scorer renders them. The strategies are the ones in
 `stash_common.reward_model.strategies`, run on the packaged all-MiniLM-L6-v2 ((a) and (b); an encoder has
 no one-pass strategy) and on a Qwen3 built from a config with random weights ((a), (b), (c)): `small`
-(hidden 256, 4 layers, 4 heads of 64, 2 key-value heads, MLP 768; 4.2M parameters) fits a 2-core
-CPU, `0.6b` (Qwen3-0.6B's shape: hidden 1024, 28 layers, 16 heads of 128, 8 key-value heads, MLP 3072,
-vocabulary 151,936) is for a GPU. Qwen3's tokenizer is a byte-level BPE trained on the workload with the
-GPT-2 split rule; a second Qwen3 row uses Qwen2's split rule, which glues punctuation to the newlines
-after it, so an action ending in `.` or `)` is no token prefix of the next example and one-pass scoring
-falls back to a window for it ("in pass" says how many actions a pass covered).
+(hidden 256, 4 layers, 4 heads of 64, 2 key-value heads, MLP 768; 3-4M parameters with the trained
+vocabulary) fits a 2-core CPU, `0.6b` (Qwen3-0.6B's shape: hidden 1024, 28 layers, 16 heads of 128, 8
+key-value heads, MLP 3072, vocabulary 151,936) is for a GPU. Qwen3's tokenizer is a byte-level BPE
+trained on the workload with the GPT-2 split rule; a second Qwen3 row uses Qwen2's split rule (Qwen3's
+own), which glues punctuation to the newlines after it. Texts are tokenised segment by segment
+(`stash_common.reward_model.inference.tokenize`), so with either rule every action whose example fits
+the token limit shares its trace's pass ("in pass" counts them); the others get windows.
 
 On a 2-core CPU the whole workload takes too long for one-by-one scoring, so by default every 50th trace
 (10 traces, about 200 actions, a mix of lengths) is scored by every strategy: ratios compare identical
 inputs. `--every 1` scores all 10,000. The (c)/(a) ratio is measured on `--long-traces` traces with 20+
 actions. Every run is its own process, one after another, so "peak MB" (ru_maxrss, or torch's peak on
-CUDA) is that run's alone; "+MB" is what scoring added to the loaded model. Max length 1024 tokens (MiniLM:
-its 512 positions), batch size 16.
+CUDA) is that run's alone; "+MB" is what scoring added to the loaded model. Each process first scores
+two actions to warm up, untimed. All runs are repeated `--repeat` times, interleaved ((a), (b), (c), (a),
+...), so that other work on a shared machine slows every strategy alike, and each run's fastest try
+is kept; on a busy machine tries still spread widely, so compare rows of one table only.
+"calls" counts forward passes, "tokens" the real (unpadded) tokens the model reads and "µs/token" the
+time per such token: on a CPU (a) is already compute-bound at a few hundred tokens, so (b) can only
+win back per-call overhead, while (c) reads far fewer tokens. Max length 1024 tokens (MiniLM: its 512
+positions), batch size 16 (and on CPU at most `CPU_BATCH_TOKENS` padded tokens per batch).
 """
 
 from __future__ import annotations
@@ -43,12 +51,12 @@ from rich.table import Table
 from stash_common.rendering import render_example, render_trace
 from stash_common.steps import Role, TraceStep
 
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+
+from support.reward_models import GPT2_SPLIT, QWEN2_SPLIT, bpe_tokenizer  # noqa: E402
+
 TRACES, ACTIONS, SEED = 500, 10_000, 0
 MAX_LENGTH, BATCH_SIZE = 1024, 16
-GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
-QWEN2_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
 QWEN3_SIZES: dict[str, dict[str, int]] = {
     "small": {
         "hidden_size": 256,
@@ -93,6 +101,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--long-traces", type=int, default=4, help="traces with 20+ actions for the (c)/(a) ratio")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--qwen3", choices=sorted(QWEN3_SIZES), default="small", help="the Qwen3 config's size")
+    parser.add_argument("--repeat", type=int, default=3, help="run everything n times, keep each run's fastest")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)  # child mode: run the spec in this file
     return parser.parse_args()
 
@@ -147,26 +156,6 @@ def examples(steps: tuple[TraceStep, ...]) -> list[str]:
     return [render_example(steps, step.index) for step in steps if step.is_action]
 
 
-def bpe_tokenizer(corpus: Sequence[str], split: str) -> Any:
-    """A byte-level BPE with an eos token, trained on `corpus`, splitting words with the regex `split`."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(split), "isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=4000, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    bpe.train_from_iterator(corpus, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>")
-
-
 def save_qwen3(directory: Path, tokenizer: Any, size: str) -> Path:
     """A seeded random Qwen3 reward model of `size` with `tokenizer`, saved as a checkpoint."""
     import torch
@@ -213,40 +202,56 @@ def peak_mb(device: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def tokens_read(name: str, scoring: Any, traces: list[list[str]]) -> tuple[int, int]:
+    """(actions a pass covers, real tokens the model reads): every truncated example, or passes and windows."""
+    from stash_common.reward_model.inference import tokenize
+    from stash_common.reward_model.passes import plan_pass
+
+    if name != "one_pass":
+        return 0, sum(len(ids) for texts in traces for ids in tokenize(scoring.tokenizer, texts, scoring.max_length))
+    plans = [(plan_pass(tokenize(scoring.tokenizer, texts, None), scoring.max_length), texts) for texts in traces]
+    windows = [texts[number] for plan, texts in plans for number in plan.windows]
+    passes = sum(len(plan.tokens) for plan, _ in plans)
+    covered = sum(len(plan.positions) for plan, _ in plans)
+    return covered, passes + sum(map(len, tokenize(scoring.tokenizer, windows, scoring.max_length)))
+
+
 def run_child(spec: dict[str, Any]) -> dict[str, Any]:
-    """Load one checkpoint, score the spec's traces with one strategy, and measure it."""
+    """Load one checkpoint, warm up on two actions, then score the spec's traces with one strategy."""
     import torch
 
     from stash_common.reward_model.checkpoint import load_checkpoint
     from stash_common.reward_model.device import configure_threads
-    from stash_common.reward_model.passes import plan_pass
     from stash_common.reward_model.strategies import ScoringModel, strategy
 
-    device = spec["device"]
+    device, name = spec["device"], spec["strategy"]
     configure_threads(device)
     model, tokenizer = load_checkpoint(Path(spec["checkpoint"]), device, MAX_LENGTH)
     scoring = ScoringModel(model, tokenizer, device, tokenizer.model_max_length, BATCH_SIZE)
     traces: list[list[str]] = spec["traces"]
-    covered = sum(
-        len(plan_pass(tokenizer(texts, verbose=False)["input_ids"], scoring.max_length).positions) for texts in traces
-    )
+    covered, tokens = tokens_read(name, scoring, traces)
     if device == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     loaded = peak_mb(device)
+    strategy(name)(scoring, [traces[0][:2]])
+    calls: list[None] = []
+    model.get_submodule(model.base_model_prefix).register_forward_pre_hook(lambda *_: calls.append(None))
     started = time.perf_counter()
-    scores = strategy(spec["strategy"])(scoring, traces)
+    scores = strategy(name)(scoring, traces)
     if device == "cuda":
         torch.cuda.synchronize()
-    seconds = time.perf_counter() - started
-    actions = sum(map(len, scores))
+    actions, seconds = sum(map(len, scores)), time.perf_counter() - started
     return {
         "actions": actions,
         "seconds": seconds,
         "actions_per_s": actions / seconds,
+        "tokens": tokens,
+        "us_per_token": seconds / tokens * 1e6,
+        "calls": len(calls),
         "peak_mb": peak_mb(device),
         "added_mb": peak_mb(device) - loaded,
-        "in_pass": covered if spec["strategy"] == "one_pass" else None,
+        "in_pass": covered if name == "one_pass" else None,
         "threads": torch.get_num_threads(),
         "parameters": sum(parameter.numel() for parameter in model.parameters()),
     }
@@ -276,7 +281,8 @@ def plan_runs(
 def table(rows: list[dict[str, Any]], title: str) -> Table:
     """The results, one row per run."""
     view = Table(title=title)
-    for column in ("model", "params", "strategy", "traces", "actions", "in pass", "actions/s", "s", "peak MB", "+MB"):
+    columns = ("model", "params", "strategy", "traces", "actions", "in pass", "calls", "tokens", "µs/token")
+    for column in (*columns, "actions/s", "s", "peak MB", "+MB"):
         view.add_column(column, justify="left" if column in ("model", "strategy", "traces") else "right")
     for row in rows:
         view.add_row(
@@ -286,6 +292,9 @@ def table(rows: list[dict[str, Any]], title: str) -> Table:
             row["set"],
             str(row["actions"]),
             "" if row["in_pass"] is None else str(row["in_pass"]),
+            str(row["calls"]),
+            str(row["tokens"]),
+            f"{row['us_per_token']:.0f}",
             f"{row['actions_per_s']:.1f}",
             f"{row['seconds']:.1f}",
             f"{row['peak_mb']:.0f}",
@@ -318,21 +327,26 @@ def main() -> None:
     mixed = [examples(steps) for steps in traces[:: args.every]]
     many = [steps for steps in traces if sum(step.is_action for step in steps) >= 20]
     long = [examples(steps) for steps in many[:: len(many) // args.long_traces][: args.long_traces]]
-    console = Console(width=160)
+    console = Console(width=200)
     with tempfile.TemporaryDirectory(prefix="action-scoring-") as scratch:
         models = checkpoints(Path(scratch), traces, args.qwen3)
-        rows = []
-        for number, (model, strategy, set_name, chosen) in enumerate(plan_runs(models, mixed, long)):
-            spec = {"checkpoint": str(models[model]), "strategy": strategy, "traces": chosen, "device": args.device}
-            rows.append(
-                {"model": model, "strategy": strategy, "set": set_name, **measure(Path(scratch), str(number), spec)}
-            )
-            console.print(f"{model}: {STRATEGY_LABELS[strategy]} on {set_name}: {rows[-1]['actions_per_s']:.1f}/s")
+        runs = plan_runs(models, mixed, long)
+        records: list[list[dict[str, Any]]] = [[] for _ in runs]
+        for repetition in range(args.repeat):  # interleaved, so that other work slows every run alike
+            for number, (model, strategy, set_name, chosen) in enumerate(runs):
+                spec = {"checkpoint": str(models[model]), "strategy": strategy, "traces": chosen, "device": args.device}
+                records[number].append(measure(Path(scratch), f"{number}-{repetition}", spec))
+                rate = records[number][-1]["actions_per_s"]
+                console.print(f"{model}: {STRATEGY_LABELS[strategy]} on {set_name}, try {repetition + 1}: {rate:.1f}/s")
+    rows = [
+        {"model": model, "strategy": strategy, "set": set_name, **min(tries, key=lambda record: record["seconds"])}
+        for (model, strategy, set_name, _), tries in zip(runs, records, strict=True)
+    ]
     total = sum(map(len, mixed))
     title = (
         f"Action scoring on {args.device} ({rows[0]['threads']} threads): mixed = every {args.every}th of"
         f" {TRACES} traces ({len(mixed)} traces, {total} of {ACTIONS} actions); 20+ = {len(long)} traces,"
-        f" {sum(map(len, long))} actions"
+        f" {sum(map(len, long))} actions; the best of {args.repeat}"
     )
     console.print(table(rows, title))
     for line in ratios(rows):

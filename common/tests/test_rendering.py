@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from stash_common.rendering import render_action, render_context, render_example, render_trace
+from stash_common.rendering import render_action, render_context, render_example, render_trace, segments
 from stash_common.steps import TraceStep
 from support.steps import SUPPORT, build_steps
 
@@ -74,3 +76,31 @@ def test_render_trace_is_the_whole_trace_without_system_or_blank_assistant_steps
     )
 
     assert render_trace(steps) == "User: hi\n\nTool returned: pong\n\nAssistant: Hello"
+
+
+def test_segments_begin_at_blank_lines_that_text_follows() -> None:
+    text = "User: is it here?\n\nAssistant: Yes.\n\n\nTool returned: ok\n\n"
+
+    assert segments(text) == ["User: is it here?", "\n\nAssistant: Yes.\n", "\n\nTool returned: ok\n\n"]
+    assert segments("") == [""] and segments("\n\nUser: hi") == ["\n\nUser: hi"]
+
+
+# Contents full of newlines and blank lines, at their ends too, where a cut could go wrong.
+CONTENTS = st.lists(st.sampled_from(["\n", "\n\n", " ", ".", "a", "User: "]), max_size=8).map("".join)
+STEPS = st.lists(
+    st.tuples(st.sampled_from(["user", "assistant", "tool"]), CONTENTS, st.booleans()), min_size=1, max_size=8
+)
+
+
+@given(STEPS)
+def test_each_example_s_segments_begin_every_later_example_s_segments(drawn: list[tuple[str, str, bool]]) -> None:
+    steps = [
+        TraceStep(f"s{index}", index, role, content, "lookup" if call else None, {"id": 1} if call else None)
+        for index, (role, content, call) in enumerate(drawn)
+    ]
+    texts = [render_example(steps, step.index) for step in steps if step.is_action]
+    examples = [segments(text) for text in texts]
+
+    assert ["".join(pieces) for pieces in examples] == texts
+    for earlier, later in zip(examples, examples[1:], strict=False):
+        assert later[: len(earlier)] == earlier

@@ -1,9 +1,9 @@
 """Deterministic support conversations with many actions, for the scoring tests.
 
 Every fifth action is a tool call followed by its result, every third a user turn follows, and every
-seventh reply ends with a full stop; the others end with a word. With MERGING_PATTERN's tokenizer
-(punctuation keeps the whitespace after it) a reply ending in a word is a token prefix of the later
-examples and one ending in `.` or `)` is not, so a trace mixes both kinds of action.
+seventh reply ends with a full stop; the others end with a word. Tokenised whole by MERGING_PATTERN's
+or QWEN2_SPLIT's tokenizer (punctuation keeps the whitespace after it) a reply ending in `.` or `)` is
+no token prefix of the later examples; tokenised segment by segment, as the workers do, every one is.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Tiny reward-model checkpoints built offline: a word-level tokenizer trained on the test's own texts and a
-randomly initialised Qwen3 sequence classifier from a config (train nothing, download nothing)."""
+"""Tiny reward-model checkpoints built offline: a word-level or byte-level BPE tokenizer trained on the test's
+own texts and a randomly initialised Qwen3 sequence classifier from a config (train nothing, download nothing)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,12 @@ from typing import Any
 
 # Punctuation keeps the whitespace after it, as Qwen's BPE does: "now." ends an action, "now.\n\n" the context.
 MERGING_PATTERN = r"[^\w\s]+\s*|\w+|\s+"
+# How byte-level BPEs split words before merging: GPT-2's rule, and Qwen2's (Qwen3's tokenizer), which glues
+# punctuation to the newlines after it, so a whole text tokenises "now.\n\n" as one piece.
+GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 
 def word_tokenizer(corpus: Iterable[str], pattern: str | None = None) -> Any:
@@ -25,6 +31,26 @@ def word_tokenizer(corpus: Iterable[str], pattern: str | None = None) -> Any:
     )
     words.train_from_iterator(list(corpus), trainers.WordLevelTrainer(special_tokens=["<unk>", "<eos>"]))
     return PreTrainedTokenizerFast(tokenizer_object=words, unk_token="<unk>", eos_token="<eos>")
+
+
+def bpe_tokenizer(corpus: Iterable[str], split: str, vocab_size: int = 4000) -> Any:
+    """A byte-level BPE with an eos token (no pad), trained on `corpus`, splitting words with the regex `split`."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(split), "isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    bpe.train_from_iterator(list(corpus), trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>")
 
 
 def save_tiny_qwen3(directory: Path, tokenizer: Any, seed: int = 0, **sizes: int) -> Path:

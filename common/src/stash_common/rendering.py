@@ -18,18 +18,22 @@ them to its token limit with the tokenizer.
 
 It lives in the shared package and takes plain steps because the trainer renders its training pairs
 and the scorer the actions it scores with it: one renderer, so the two cannot drift. The rendering is
-prefix-consistent (an action's example begins with the examples of the actions before it), which lets
-a causal model score every action of a trace in one pass.
+prefix-consistent (an action's example begins with the examples of the actions before it), and so are
+its `segments`, the pieces a tokenizer reads one by one, which lets a causal model score every action
+of a trace in one pass.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
 from stash_common.steps import TraceStep
 
 SEPARATOR = "\n\n"
+# Before a separator that a non-newline character follows, never at the very start of the text.
+SEGMENT_START = re.compile(r"(?!^)(?=\n\n[^\n])")
 
 
 def render_action(step: TraceStep) -> str:
@@ -74,3 +78,16 @@ def render_example(steps: Sequence[TraceStep], action_index: int, action: TraceS
 def render_trace(steps: Sequence[TraceStep]) -> str:
     """The whole trace without system steps, for trace-level comparisons."""
     return SEPARATOR.join(render_step(step) for step in steps if is_rendered(step))
+
+
+def segments(text: str) -> list[str]:
+    """`text` cut before every separator that is followed by text (not by another newline).
+
+    Tokenised piece by piece, an action's example gives exactly the first tokens of every later
+    example of its trace, whatever the tokenizer merges: a later example is the earlier one, a
+    separator and a step that begins with a letter, and a cut depends only on the three characters
+    after it, so the earlier example's pieces are the later one's first pieces, its last one ending
+    where the later one's next separator begins. Without the cuts a BPE can merge an action's
+    closing `.` with the blank line after it. Any text can be cut, rendered or not.
+    """
+    return SEGMENT_START.split(text)

@@ -1,13 +1,14 @@
 """Which actions of a trace one forward pass can score: the plan behind one-pass scoring.
 
 An action's example is its prior context followed by the action, so each example's text begins with
-the previous one's. A causal decoder's hidden state at a token depends only on the tokens before it,
+the previous one's, and tokenised segment by segment (`inference.tokenize`) its ids begin with the
+previous one's too. A causal decoder's hidden state at a token depends only on the tokens before it,
 so when an action's tokens are a prefix of the trace's last example, the score head at that action's
-last token, read from ONE pass over the last example, is the score of the action on its own. Two
-things break that: a tokenizer that merges across the boundary (a BPE merging `.` with the blank
-line after it) makes an action's tokens differ from the prefix, and an example longer than the token
-limit is left-truncated, so it starts elsewhere. Those actions are scored in their own window.
-Plain Python, so the rule can be tested without a model.
+last token, read from ONE pass over the last example, is the score of the action on its own. An
+example longer than the token limit breaks that: it is left-truncated, so it starts elsewhere, and
+is scored in its own window. The prefix is checked, not assumed, so a tokenizer that appends a
+special token (an eos after every text) only costs speed: its actions get windows too. Plain Python,
+so the rule can be tested without a model.
 """
 
 from __future__ import annotations

@@ -5,8 +5,10 @@
   works for any model and is what encoders (MiniLM) use.
 - `one_pass`: for causal decoders, every action of a trace from ONE forward pass over the trace's
   last example, reading the score head at each action's last token (`passes.py` says when that
-  equals scoring the action alone); the actions it cannot cover are scored as `sorted_batches` does.
-  Passes of several traces share a batch: right padding changes no earlier position of a causal model.
+  equals scoring the action alone: segment-wise tokenisation makes every action whose example fits
+  the token limit a prefix of the pass); the actions it cannot cover (their example is longer than
+  the limit, so it is left-truncated) are scored as `sorted_batches` does. Passes of several traces
+  share a batch: right padding changes no earlier position of a causal model.
 
 Each strategy takes the traces' action examples (each trace's in step order) and returns their
 rewards in the same shape; none of them knows about jobs or files.
@@ -20,9 +22,15 @@ from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
-from transformers.modeling_layers import GenericForSequenceClassification
 
-from stash_common.reward_model.inference import autocast, collate, score_texts
+from stash_common.reward_model.inference import (
+    autocast,
+    collate,
+    is_causal_decoder,
+    score_texts,
+    sorted_batches,
+    tokenize,
+)
 from stash_common.reward_model.passes import TracePass, plan_pass
 
 
@@ -43,13 +51,6 @@ class ScoringModel:
 
 
 ActionScorer = Callable[[ScoringModel, Sequence[Sequence[str]]], list[list[float]]]
-
-
-def is_causal_decoder(model: PreTrainedModel) -> bool:
-    """Whether the model is a decoder whose score head reads every position (Qwen3, Llama, Mistral, ...)."""
-    return isinstance(model, GenericForSequenceClassification) and isinstance(
-        getattr(model, "score", None), torch.nn.Linear
-    )
 
 
 def regroup(flat: Sequence[float], traces: Sequence[Sequence[str]]) -> list[list[float]]:
@@ -75,8 +76,7 @@ def score_in_one_pass(scoring: ScoringModel, traces: Sequence[Sequence[str]]) ->
     """Strategy (c): one forward pass per trace for the actions it covers, windows for the rest."""
     if not is_causal_decoder(scoring.model):
         raise ValueError(f"one-pass scoring needs a causal decoder, not {type(scoring.model).__name__}")
-    whole = [scoring.tokenizer(list(examples), verbose=False)["input_ids"] if examples else [] for examples in traces]
-    plans = [plan_pass(examples, scoring.max_length) for examples in whole]
+    plans = [plan_pass(tokenize(scoring.tokenizer, examples, None), scoring.max_length) for examples in traces]
     scores = [[math.nan] * len(examples) for examples in traces]
     score_passes(scoring, plans, scores)
     windows = [(trace, number) for trace, plan in enumerate(plans) for number in plan.windows]
@@ -87,9 +87,9 @@ def score_in_one_pass(scoring: ScoringModel, traces: Sequence[Sequence[str]]) ->
 
 def score_passes(scoring: ScoringModel, plans: Sequence[TracePass], scores: list[list[float]]) -> None:
     """Run every plan's pass, length-sorted in batches, and fill in the scores of the actions it covers."""
-    planned = sorted((t for t, plan in enumerate(plans) if plan.tokens), key=lambda t: len(plans[t].tokens))
-    for start in range(0, len(planned), scoring.batch_size):
-        batch = planned[start : start + scoring.batch_size]
+    planned = [t for t, plan in enumerate(plans) if plan.tokens]
+    for rows in sorted_batches([len(plans[t].tokens) for t in planned], scoring.batch_size, scoring.device):
+        batch = [planned[row] for row in rows]
         per_position = position_rewards(scoring, [plans[t].tokens for t in batch])
         for row, trace in enumerate(batch):
             numbers, positions = zip(*plans[trace].positions.items(), strict=True)
@@ -98,13 +98,16 @@ def score_passes(scoring: ScoringModel, plans: Sequence[TracePass], scores: list
 
 
 def position_rewards(scoring: ScoringModel, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
-    """The fp32 score head at every position of each right-padded sequence: shape (rows, longest)."""
+    """The fp32 score head at every position of each right-padded sequence: shape (rows, longest).
+
+    No padding mask: no real position attends to the padding after it (see `inference`).
+    """
     model = scoring.model
-    ids, mask = collate(sequences, scoring.tokenizer.pad_token_id, scoring.device)
+    ids, _ = collate(sequences, scoring.tokenizer.pad_token_id, scoring.device)
     base, head = model.get_submodule(model.base_model_prefix), model.get_submodule("score")
     model.eval()
     with torch.inference_mode(), autocast(scoring.device):
-        hidden = base(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
+        hidden = base(input_ids=ids, use_cache=False).last_hidden_state
         return head(hidden).squeeze(-1).float()
 
 

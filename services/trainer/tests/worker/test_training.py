@@ -1,17 +1,22 @@
-"""Training with torch: dropout and frozen embeddings, the decoder path and a real learning check."""
+"""Training with torch: dropout and frozen embeddings, the decoder path, the ids scoring reads, real learning."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from stash_common.reward_model.inference import score_texts
+from stash_common.reward_model.inference import score_texts, tokenize
 from stash_common.reward_model.packaged import packaged_model_dir
+from stash_common.reward_model.strategies import ScoringModel, score_in_one_pass, score_one_by_one
 from stash_trainer.worker.job import TrainJob
 from stash_trainer.worker.pairs import Pair
 from stash_trainer.worker.training import load_reward_model, train_reward_model
+from support.agent_traces import action_examples, conversation, corpus
+from support.reward_models import QWEN2_SPLIT, bpe_tokenizer, save_tiny_qwen3
 
 Loaded = tuple[PreTrainedModel, PreTrainedTokenizerBase]
 
@@ -38,6 +43,48 @@ def test_only_token_embeddings_are_frozen(minilm: Loaded) -> None:
     frozen = [name for name, parameter in model.named_parameters() if not parameter.requires_grad]
 
     assert frozen == ["bert.embeddings.word_embeddings.weight"]
+
+
+@contextmanager
+def model_inputs(model: PreTrainedModel) -> Iterator[set[tuple[int, ...]]]:
+    """Every row of ids the model's base reads while the block runs, without the padding on its right.
+
+    Scoring a decoder passes no padding mask, so the padding is cut by its id (no text here holds an eos).
+    """
+    rows: set[tuple[int, ...]] = set()
+
+    def record(_: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        ids = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
+        for row in ids.tolist():
+            while row[-1] == model.config.pad_token_id:
+                row.pop()
+            rows.add(tuple(row))
+
+    hook = model.get_submodule(model.base_model_prefix).register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        yield rows
+    finally:
+        hook.remove()
+
+
+def test_scoring_reads_each_action_with_the_ids_training_read(tmp_path: Path) -> None:
+    trace = conversation("t", 20, seed=5)
+    texts = [text for _, text in action_examples(trace)]
+    directory = save_tiny_qwen3(tmp_path, bpe_tokenizer(corpus(trace), QWEN2_SPLIT, vocab_size=500))
+    model, tokenizer = load_reward_model(directory, "cpu", max_length=200, seed=0)
+    pairs = [Pair(later, earlier, ("t",), "action") for earlier, later in zip(texts, texts[1:], strict=False)]
+
+    with model_inputs(model) as trained:
+        train_reward_model(model, tokenizer, pairs, _job(max_length=200, batch_size=4), "cpu")
+    scoring = ScoringModel(model, tokenizer, "cpu", 200, batch_size=4)
+    with model_inputs(model) as alone:
+        score_one_by_one(scoring, [texts])
+    with model_inputs(model) as in_pass:
+        score_in_one_pass(scoring, [texts])
+
+    assert max(map(len, tokenize(tokenizer, texts, None))) > 200  # the later actions are left-truncated
+    assert trained == alone and len(alone) == len(texts)
+    assert all(any(row[: len(ids)] == ids for row in in_pass) for ids in trained)
 
 
 def test_decoder_pads_with_eos_and_scores_the_last_real_token(
