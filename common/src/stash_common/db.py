@@ -7,10 +7,12 @@ PostgreSQL database in the cluster profile or keep separate SQLite files in the 
 
 from __future__ import annotations
 
+import fcntl
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,20 +60,37 @@ def make_engine(url: str) -> Engine:
     if path and path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False}, **json_codec)
-    event.listen(engine, "connect", _configure_sqlite)
+    lock_path = Path(f"{path}.lock") if path and path != ":memory:" else None
+    event.listen(engine, "connect", partial(_configure_sqlite, lock_path))
     return engine
 
 
-def _configure_sqlite(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+def _configure_sqlite(lock_path: Path | None, dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
     cursor = dbapi_connection.cursor()
     # First, so that everything after it waits for another connection's lock instead of failing.
     cursor.execute("PRAGMA busy_timeout=30000")
-    # WAL is stored in the file: only a new database needs the switch, which takes an exclusive lock, so
-    # connections opened while another process writes (a service and its tests) must not all ask for it.
-    if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-        cursor.execute("PRAGMA journal_mode=WAL")
+    with _file_lock(lock_path):
+        # WAL is stored in the file, so only a new database needs the switch. SQLite does not wait (busy
+        # timeout or not) when two connections of a fresh file race for it: processes starting together (the
+        # embedded profile's services, a test and its servers) take turns under a lock file instead.
+        if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+@contextmanager
+def _file_lock(path: Path | None) -> Iterator[None]:
+    """An exclusive advisory lock on `path` across processes (nothing for an in-memory database)."""
+    if path is None:
+        yield
+        return
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def make_sessions(engine: Engine) -> sessionmaker[Session]:
@@ -134,7 +153,9 @@ def run_migrations(config: Config, target_metadata: MetaData) -> None:
     url = config.get_main_option("sqlalchemy.url")
     if url is None:
         raise ConfigError("the Alembic configuration has no sqlalchemy.url; run migrations through upgrade()")
-    engine = create_engine(url)
+    # make_engine, not create_engine: a migration opens the SQLite file in WAL mode with the busy timeout like
+    # every other connection, or a service switching a fresh file to WAL finds it locked by the migration.
+    engine = make_engine(url)
     with engine.connect() as connection:
         context.configure(
             connection=connection,
