@@ -93,7 +93,18 @@ EXPECTED_RPCS: dict[str, tuple[str, set[str]]] = {
             "GetOwnerVersion",
         },
     ),
-    "GepaService": ("gepa", {"CreateGepaRun", "ListGepaRuns", "GetGepaRun", "GetSkill", "RetryGepaRun"}),
+    "GepaService": (
+        "gepa",
+        {
+            "CreateGepaRun",
+            "ListGepaRuns",
+            "GetGepaRun",
+            "GetSkill",
+            "RetryGepaRun",
+            "ReportGepaProgress",
+            "CompleteGepaJob",
+        },
+    ),
 }
 
 SERVER_STREAMING = {"ExportTraces", "ExportAnnotations", "ExportPairs", "StreamOwnerRows"}

@@ -15,7 +15,10 @@ import pytest
 import yaml
 from sqlalchemy import create_engine, inspect
 
+from stash_common.kubernetes_launcher import KubernetesJobSettings, job_manifest
+from stash_common.launcher import JobLaunch
 from support import tools
+from support.manifests import strict_validation_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "stash-rm"
@@ -33,13 +36,16 @@ CHECKOV_SKIPS = {
 # Values files without image digests (tags only) fail CKV_K8S_43; production-values.yaml pins digests.
 FILES_WITH_TAGS_ONLY = {"minimal-values.yaml", "external-secrets-values.yaml"}
 
-# Who calls whom over gRPC (docs/architecture.md): the gateway calls every service; workers report to the scorer.
+# The worker-launching services and the kind of Job each launches.
+LAUNCHED_KINDS = [("trainer", "train"), ("scorer", "score"), ("gepa", "gepa")]
+# Who calls whom over gRPC (docs/architecture.md): the gateway calls every service; workers report to the
+# service that launched them.
 GRPC_CALLERS = {
     "ingest": {"gateway", "labeler", "trainer", "scorer", "gepa"},
     "labeler": {"gateway", "ingest", "trainer"},
-    "trainer": {"gateway", "scorer", "gepa"},
+    "trainer": {"gateway", "scorer", "gepa", "worker"},
     "scorer": {"gateway", "trainer", "worker"},
-    "gepa": {"gateway"},
+    "gepa": {"gateway", "worker"},
 }
 
 
@@ -84,16 +90,9 @@ def test_the_default_values_refuse_to_render_without_a_database() -> None:
 
 @pytest.mark.parametrize("values_file", VALUES_FILES, ids=lambda path: path.name)
 def test_every_rendered_manifest_is_strictly_valid_kubernetes(values_file: Path) -> None:
-    version = kubernetes_validate.latest_version()
     documents = render(values_file)
 
-    errors = []
-    for document in documents:
-        try:
-            kubernetes_validate.validate(document, version, strict=True)
-        except kubernetes_validate.ValidationError as error:
-            errors.append(f"{document['kind']} {document['metadata']['name']}: {error.message}")
-    assert errors == []
+    assert strict_validation_errors(documents) == []
     assert {"Deployment", "Service", "Job", "Pod", "Role", "RoleBinding", "NetworkPolicy"} <= {
         d["kind"] for d in documents
     }
@@ -107,12 +106,16 @@ def test_strict_validation_refuses_an_unknown_field(minimal: list[dict[str, Any]
         kubernetes_validate.validate(deployment, kubernetes_validate.latest_version(), strict=True)
 
 
-def test_checkov_fails_no_check_beyond_the_documented_skips(tmp_path: Path) -> None:
+def test_checkov_fails_no_check_beyond_the_documented_skips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     checkov = tools.checkov()
     for values_file in VALUES_FILES:
         rendered = template("-f", str(values_file))
         assert rendered.returncode == 0, rendered.stderr
         (tmp_path / values_file.name).write_text(rendered.stdout)
+    # The Jobs the services launch with production-values.yaml (digest-pinned images) are scanned alike.
+    documents = render(CHART / "ci" / "production-values.yaml")
+    jobs = [_launched_job(documents, service, kind, monkeypatch) for service, kind in LAUNCHED_KINDS]
+    (tmp_path / "launched-jobs.yaml").write_text(yaml.safe_dump_all(jobs))
 
     result = subprocess.run(
         [str(checkov), "-d", str(tmp_path), "--framework", "kubernetes", "--skip-check", ",".join(CHECKOV_SKIPS)]
@@ -201,12 +204,16 @@ def test_each_service_gets_its_cluster_settings(minimal: list[dict[str, Any]]) -
 
     for service in SERVICES:
         [container] = find(minimal, "Deployment", f"rm-stash-rm-{service}")["spec"]["template"]["spec"]["containers"]
-        secrets = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in container["env"]}
+        secrets = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in container["env"] if _is_secret_ref(e)}
         expected = {f"STASH_{service.upper()}_DATABASE_URL": "stash-rm-database"}
         if service not in ("gateway", "ingest"):
             expected[f"STASH_{service.upper()}_REDIS_URL"] = "stash-rm-redis"
         assert secrets == expected
         assert container["args"] == [service]
+
+
+def _is_secret_ref(variable: dict[str, Any]) -> bool:
+    return "secretKeyRef" in variable.get("valueFrom", {})
 
 
 def test_the_gateway_admin_key_comes_from_the_existing_secret() -> None:
@@ -280,3 +287,58 @@ def test_only_the_worker_capable_images_carry_torch() -> None:
         carries_torch = '"/src[worker]"' in text and "download.pytorch.org/whl/cu" in text
         assert carries_torch == (name in ("trainer", "scorer", "gepa", "worker")), name
         assert "USER 10001" in text and text.count("FROM ") == 2, name
+
+
+def _job_launcher_env(documents: list[dict[str, Any]], service: str) -> dict[str, str]:
+    """The environment the chart gives a worker-launching service, as far as it concerns its Jobs."""
+    [container] = find(documents, "Deployment", f"rm-stash-rm-{service}")["spec"]["template"]["spec"]["containers"]
+    env: dict[str, str] = {}
+    for source in container["envFrom"]:
+        name = source.get("configMapRef", {}).get("name")
+        if name:
+            env.update(find(documents, "ConfigMap", name)["data"])
+    for variable in container["env"]:
+        if "value" in variable:
+            env[variable["name"]] = variable["value"]
+        elif variable["valueFrom"].get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+            env[variable["name"]] = NAMESPACE
+    return env
+
+
+def _launched_job(
+    documents: list[dict[str, Any]], service: str, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """The Job `service` launches in the environment the chart gives it."""
+    for name, value in _job_launcher_env(documents, service).items():
+        monkeypatch.setenv(name, value)
+    launch = JobLaunch(kind, "run-id", "job-id", f"jobs/{service}/job-id")
+    return job_manifest(launch, f"stash_{service}.worker", KubernetesJobSettings(), NAMESPACE)
+
+
+@pytest.mark.parametrize(("service", "kind"), LAUNCHED_KINDS)
+def test_the_services_read_the_gpu_job_values_into_valid_jobs(
+    service: str, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    documents = render(CHART / "ci" / "production-values.yaml")
+    env = _job_launcher_env(documents, service)
+
+    job = _launched_job(documents, service, kind, monkeypatch)
+    settings = KubernetesJobSettings()
+
+    assert env["STASH_LAUNCHER"] == "kubernetes"
+    assert (settings.namespace, settings.queue_name) == (NAMESPACE, "stash-rm-gpu")
+    assert settings.node_selector == {"node.kubernetes.io/instance-type": "g6e.xlarge"}
+    assert settings.active_deadline_s == {"train": 3600, "score": 1800, "gepa": 3600}[kind]
+    assert strict_validation_errors([job]) == []
+    pod = job["spec"]["template"]["spec"]
+    find(documents, "ServiceAccount", pod["serviceAccountName"])
+    assert pod["serviceAccountName"] == "rm-stash-rm-worker"
+    assert job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "worker"
+    [container] = pod["containers"]
+    assert ("nvidia.com/gpu" in container["resources"]["limits"]) == (kind != "gepa")
+    for source in container["envFrom"]:
+        if "configMapRef" in source:
+            find(documents, "ConfigMap", source["configMapRef"]["name"])
+    # production-values.yaml reaches S3 through an IAM role: only GEPA's provider keys come from a Secret.
+    secrets = [source["secretRef"]["name"] for source in container["envFrom"] if "secretRef" in source]
+    assert secrets == (["stash-rm-providers"] if service == "gepa" else [])

@@ -20,8 +20,9 @@ from stash.rm.v1 import common_pb2, scorer_pb2, scorer_pb2_grpc, trainer_pb2, tr
 from stash_common.channels import open_channel
 from stash_common.coordination import InProcessWakeups, Wakeups
 from stash_common.db import make_engine, make_sessions, transaction, upgrade
-from stash_common.launcher import LocalSubprocessLauncher
+from stash_common.launcher import Launcher, LocalSubprocessLauncher
 from stash_common.server import start
+from stash_common.storage import LocalObjectStore
 from stash_common.training_metrics import TRAINING_METRIC_KEYS
 from stash_scorer.api import ScorerServicer
 from stash_scorer.background import BackgroundScoring
@@ -101,7 +102,7 @@ class RunningScorer:
     dispatcher: Dispatcher
     background: BackgroundScoring
     sessions: Any
-    artifact_dir: Path
+    objects: LocalObjectStore  # where the dispatcher uploads job files and the fake worker reads them
     stop: Callable[[], None]
 
 
@@ -113,24 +114,31 @@ def serve_scorer(
     start_dispatcher: bool = True,
     wakeups: Wakeups | None = None,
     debounce_s: float = 0.5,
+    launcher: Launcher | None = None,
     **job_options: Any,
 ) -> RunningScorer:
-    """A started scorer whose dispatcher launches the fake worker; `job_options` override JobSettings."""
+    """A started scorer whose dispatcher launches the fake worker; its job files live under `artifact_dir`.
+
+    `launcher` replaces the fake worker's local launcher; `job_options` override JobSettings.
+    """
     upgrade("scorer", MIGRATIONS_DIR, database_url)
     engine = make_engine(database_url)
     sessions = make_sessions(engine)
     traces = IngestClient(ingest)
     port = free_port()
     settings = JobSettings(
-        artifact_dir=artifact_dir,
         scorer_address=f"127.0.0.1:{port}",
         sweep_interval_s=0.2,
         job_timeout=timedelta(minutes=2),
         **job_options,
     )
     background = BackgroundScoring(sessions, traces, debounce_s)
-    launcher = LocalSubprocessLauncher(FAKE_WORKER)
-    dispatcher = Dispatcher(sessions, traces, launcher, wakeups or InProcessWakeups(), settings, background)
+    # The worker's object store is the one it finds in STASH_DATA_DIR: the same directory as the dispatcher's.
+    objects = LocalObjectStore(artifact_dir / "artifacts", "http://127.0.0.1:1", b"k" * 32)
+    launcher = launcher or LocalSubprocessLauncher(
+        FAKE_WORKER, artifact_dir / "logs", {"STASH_DATA_DIR": str(artifact_dir)}
+    )
+    dispatcher = Dispatcher(sessions, traces, objects, launcher, wakeups or InProcessWakeups(), settings, background)
     scoring = Scoring(sessions, traces, TrainerClient(trainer), dispatcher.wake)
     servicer = ScorerServicer(sessions, scoring)
 
@@ -150,7 +158,7 @@ def serve_scorer(
         engine.dispose()
 
     stub = scorer_pb2_grpc.ScorerServiceStub(channel)
-    return RunningScorer(stub, dispatcher, background, sessions, artifact_dir, stop)
+    return RunningScorer(stub, dispatcher, background, sessions, objects, stop)
 
 
 @dataclass

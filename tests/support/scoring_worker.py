@@ -1,11 +1,12 @@
-"""A stand-in scoring worker (`python -m support.scoring_worker <job_dir>`) for tests about the scorer service.
+"""A stand-in scoring worker (`python -m support.scoring_worker --job <key>`) for tests about the scorer service.
 
-It reads the job directory the service wrote and reports fixed scores over real gRPC, the way the real
-worker does, without loading a model: action k of a trace scores 0.5·(k + 1) with credit tanh(score / 2),
-and the trace scores the sum. `STASH_TEST_SCORING_WORKER` picks a behaviour: `report` (the default),
-`hold` (wait for a `release` file in the job directory first), `exit` (exit with code 3 without
-reporting), `fail` (report every trace failed, retryably), or a broken result that validation must
-refuse: `nan` (a NaN score), `unknown_step` (a step id the trace does not have), `credit` (credit 1.5).
+Like the real worker it downloads the job's files from object storage (the one STASH_DATA_DIR names)
+into its own scratch directory and reports fixed scores over real gRPC, without loading a model:
+action k of a trace scores 0.5·(k + 1) with credit tanh(score / 2), and the trace scores the sum.
+`STASH_TEST_SCORING_WORKER` picks a behaviour: `report` (the default), `hold` (wait for a `release`
+object beside the job's files first), `exit` (exit with code 3 without reporting), `fail` (report every
+trace failed, retryably), or a broken result that validation must refuse: `nan` (a NaN score),
+`unknown_step` (a step id the trace does not have), `credit` (credit 1.5).
 """
 
 from __future__ import annotations
@@ -13,12 +14,17 @@ from __future__ import annotations
 import math
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from stash.rm.v1 import common_pb2, scorer_pb2, scorer_pb2_grpc
 from stash_common.channels import open_channel
-from stash_scorer.job_contract import ActionScoreItem, read_action_score_items, read_job, write_result
+from stash_common.job_transfer import download_files
+from stash_common.settings import load
+from stash_common.storage import ObjectStore
+from stash_common.worker_storage import WorkerStorageSettings
+from stash_scorer.job_contract import INPUT_FILES, ActionScoreItem, read_action_score_items, read_job
 
 MODE_VARIABLE = "STASH_TEST_SCORING_WORKER"
 RELEASE_FILE = "release"
@@ -40,7 +46,15 @@ def action_results(mode: str, items: list[ActionScoreItem]) -> list[scorer_pb2.A
     return results
 
 
-def main(job_dir: Path) -> int:
+def main(key: str) -> int:
+    """Download the job stored under `key` and run it; the process's exit code."""
+    objects = load(WorkerStorageSettings).object_store()
+    with tempfile.TemporaryDirectory(prefix="fake-score-") as scratch:
+        download_files(objects, key, Path(scratch), INPUT_FILES)
+        return run(objects, key, Path(scratch))
+
+
+def run(objects: ObjectStore, key: str, job_dir: Path) -> int:
     """Report every run of the job as `STASH_TEST_SCORING_WORKER` says; the process's exit code."""
     mode = os.environ.get(MODE_VARIABLE, "report")
     job = read_job(job_dir)
@@ -50,7 +64,7 @@ def main(job_dir: Path) -> int:
         return 3
     if mode == "hold":
         deadline = time.monotonic() + HOLD_S
-        while not (job_dir / RELEASE_FILE).exists() and time.monotonic() < deadline:
+        while not objects.exists(f"{key}/{RELEASE_FILE}") and time.monotonic() < deadline:
             time.sleep(0.05)
     items = read_action_score_items(job_dir)
     stub = scorer_pb2_grpc.ScorerServiceStub(open_channel(job.scorer_address))
@@ -73,9 +87,8 @@ def main(job_dir: Path) -> int:
             stub.ReportScoringResult(request, timeout=30)
         except Exception as error:  # a refused result is what some tests expect; the service records why
             print(f"report refused: {error}", file=sys.stderr, flush=True)
-    write_result(job_dir, len(items))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(Path(sys.argv[1])))
+    raise SystemExit(main(sys.argv[2]))  # argv: --job <key>

@@ -8,13 +8,13 @@ labeler:
   peers: [ingest, trainer]
 trainer:
   port: 50053
-  peers: [scorer, gepa]
+  peers: [scorer, gepa, worker]
 scorer:
   port: 50054
   peers: [trainer, worker]
 gepa:
   port: 50055
-  peers: []
+  peers: [worker]
 {{- end -}}
 
 {{/* Services that keep Redis wake-ups (STASH_<SVC>_REDIS_URL) and launch worker jobs. */}}

@@ -2,14 +2,15 @@
 
 Workers (scoring, GEPA) read the same variables as the services (STASH_DATA_DIR, STASH_S3_*,
 STASH_SIGNING_KEY) and nothing else, so a Job on another machine needs only those and its job files.
-The trainer stores a checkpoint's `model/` folder as a tar.gz; a worker unpacks it into its own
-temporary workspace, which disappears with the job. Plain Python: a missing archive fails the job
-before torch is imported.
+The training worker stores a checkpoint's `model/` folder as a tar.gz (`store_checkpoint`); a worker
+unpacks it into its own temporary workspace, which disappears with the job. Plain Python: a missing
+archive fails the job before torch is imported.
 """
 
 from __future__ import annotations
 
 import tarfile
+import tempfile
 from pathlib import Path
 
 from pydantic import Field
@@ -23,7 +24,7 @@ ARCHIVE_DIR = "model"  # the folder name inside the trainer's archive
 
 
 class WorkerStorageSettings(BaseSettings):
-    """The object-storage settings of a worker."""
+    """The object-storage settings of a worker (and of the gepa and scorer services, for their jobs' files)."""
 
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
 
@@ -64,3 +65,12 @@ def fetch_checkpoint(objects: ObjectStore, reward_model_id: str, key: str, scrat
             f"the checkpoint archive {key} holds no {ARCHIVE_DIR}/config.json: train the model again"
         )
     return model_dir
+
+
+def store_checkpoint(objects: ObjectStore, key: str, model_dir: Path) -> None:
+    """The checkpoint directory as a tar.gz whose top folder is `model/`, stored under `key`."""
+    with tempfile.TemporaryDirectory(prefix="stash-archive-") as scratch:
+        archive = Path(scratch) / "model.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(model_dir, arcname=ARCHIVE_DIR)
+        objects.put_file(key, archive)

@@ -1,7 +1,8 @@
-"""The score job directory the dispatcher writes, and why a run the worker never reported failed."""
+"""The score job files the dispatcher writes, and why a run the worker never reported failed."""
 
 from pathlib import Path
 
+from stash_common.launcher import JobEnd
 from stash_common.rendering import render_example, render_trace
 from stash_scorer.dispatcher import unreported_error, write_job_dir
 from stash_scorer.inputs import ScorerTrace
@@ -11,7 +12,6 @@ from stash_scorer.job_contract import (
     read_action_score_items,
     read_job,
     read_score_items,
-    write_error,
 )
 from support.steps import SUPPORT, build_steps
 
@@ -38,20 +38,10 @@ def test_the_job_directory_holds_the_job_and_every_eligible_action_rendered_as_i
     assert [(item.trace_id, item.text) for item in read_score_items(tmp_path)] == [("t", render_trace(TRACE.steps))]
 
 
-def test_a_worker_that_exits_early_is_named_with_its_code_and_last_log_line(tmp_path: Path) -> None:
-    (tmp_path / "launcher.log").write_text("Traceback (most recent call last):\nMemoryError: out of memory\n\n")
+def test_a_worker_that_ends_early_is_named_by_how_it_ended() -> None:
+    detail = "the worker exited with code -9; stash-score-j.log: MemoryError: out of memory"
 
-    assert unreported_error(tmp_path, -9) == (
-        "the scoring worker exited with code -9 before reporting this trace; launcher.log: MemoryError: out of memory"
+    assert unreported_error(JobEnd(False, detail, -9)) == (
+        f"the scoring worker ended before reporting this trace: {detail}"
     )
-    assert (
-        unreported_error(tmp_path / "nothing", 0) == "the scoring worker exited with code 0 before reporting this trace"
-    )
-
-
-def test_a_worker_that_wrote_its_error_is_named_by_it(tmp_path: Path) -> None:
-    write_error(tmp_path, "reward-models/o/m.tar.gz is missing from object storage")
-
-    assert unreported_error(tmp_path, 1) == (
-        "the scoring job failed: reward-models/o/m.tar.gz is missing from object storage"
-    )
+    assert unreported_error(JobEnd(True, exit_code=0)) == "the scoring worker ended before reporting this trace"

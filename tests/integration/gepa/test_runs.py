@@ -1,27 +1,38 @@
-"""The GEPA run lifecycle on PostgreSQL: claims, preparing the job directory, recording results, the sweep.
+"""The GEPA run lifecycle on PostgreSQL: claims, the uploaded job, worker reports over gRPC, the sweep.
 
-The peers are in-memory sources and the launcher writes the worker's result itself, so each rule of
-the dispatcher is tested on its own; the real worker runs in tests/e2e/test_rest_gepa.py.
+The peers are in-memory sources and the launcher stands in for the worker (it reports through a real
+GepaService port, or ends without reporting), so each rule of the dispatcher is tested on its own;
+the real worker runs in tests/e2e/test_rest_gepa.py.
 """
 
-import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
+from stash.rm.v1 import gepa_pb2, gepa_pb2_grpc
+from stash_common.channels import open_channel
 from stash_common.coordination import InProcessWakeups
 from stash_common.db import make_engine, make_sessions, transaction, upgrade, utc_now
 from stash_common.errors import NotFound
+from stash_common.job_transfer import download_files
+from stash_common.kubernetes_launcher import KubernetesJobSettings, KubernetesLauncher
+from stash_common.launcher import JobEnd, JobLaunch
+from stash_common.messages import struct_of
+from stash_common.server import start
 from stash_common.steps import TraceStep
+from stash_common.storage import LocalObjectStore
 from stash_gepa import job_contract as contract
 from stash_gepa import store
+from stash_gepa.api import GepaServicer
 from stash_gepa.examples import ExampleTrace, Finding
 from stash_gepa.runs import Dispatcher, JobSettings, RewardModelInfo
+from support.kubernetes_api import emulated_kubernetes
 
 OWNER = "owner-a"
 SKILL = "---\nname: refunds\ndescription: Use for refunds.\n---\n\n# Body"
@@ -64,33 +75,35 @@ class Traces:
 
 
 @dataclass
-class Finished:
-    """A worker that has already ended, having written `result`."""
+class Ended:
+    """A worker that has already ended as `end` says."""
 
-    job_dir: Path
+    name: str
+    end: JobEnd
 
-    def poll(self) -> int | None:
-        return 0
-
-    def wait(self, timeout_s: float) -> int | None:
-        return 0
+    def wait(self, timeout_s: float) -> JobEnd | None:
+        return self.end
 
     def kill(self) -> None:
         pass
 
 
 @dataclass
-class WritingLauncher:
-    """Launches nothing: writes the result a worker would have written (or none)."""
+class StandInLauncher:
+    """Launches nothing: `worker` does what the worker would (report, or not) before it ends as `end` says."""
 
-    result: contract.GepaResult | None
-    launched: list[Path] = field(default_factory=list)
+    end: JobEnd = JobEnd(True)
+    worker: Callable[[JobLaunch], object] = lambda job: None
+    launched: list[JobLaunch] = field(default_factory=list)
+    detached = False
 
-    def launch(self, job_dir: Path) -> Finished:
-        self.launched.append(job_dir)
-        if self.result is not None:
-            contract.write_result(job_dir, self.result)
-        return Finished(job_dir)
+    def launch(self, job: JobLaunch) -> Ended:
+        self.launched.append(job)
+        self.worker(job)
+        return Ended(job.name, self.end)
+
+    def recover(self, name: str) -> Ended | None:
+        return None
 
 
 SUCCESS = contract.GepaResult(
@@ -111,8 +124,33 @@ SUCCESS = contract.GepaResult(
 def _dispatcher(
     sessions: Any, tmp_path: Path, launcher: Any, models: Models | None = None, **traces: Any
 ) -> Dispatcher:
-    settings = JobSettings(artifact_dir=tmp_path, submit_timeout=timedelta(minutes=10), job_timeout=timedelta(hours=1))
-    return Dispatcher(sessions, models or Models(), Traces(**traces), launcher, InProcessWakeups(), settings)
+    settings = JobSettings("127.0.0.1:1", submit_timeout=timedelta(minutes=10), job_timeout=timedelta(hours=1))
+    objects = LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32)
+    return Dispatcher(sessions, models or Models(), Traces(**traces), objects, launcher, InProcessWakeups(), settings)
+
+
+@pytest.fixture
+def served(sessions: Any, tmp_path: Path) -> Iterator[tuple[StandInLauncher, Dispatcher, Any]]:
+    """A GepaService on a real port whose launcher's stand-in worker reports to it; the stub too."""
+    launcher = StandInLauncher()
+    dispatcher = _dispatcher(sessions, tmp_path, launcher)
+    servicer = GepaServicer(sessions, Models(), dispatcher)
+
+    def register(server: grpc.Server) -> list[str]:
+        gepa_pb2_grpc.add_GepaServiceServicer_to_server(servicer, server)
+        return ["stash.rm.v1.GepaService"]
+
+    running = start(register, "127.0.0.1", 0)
+    channel = open_channel(f"127.0.0.1:{running.port}")
+    yield launcher, dispatcher, gepa_pb2_grpc.GepaServiceStub(channel)
+    channel.close()
+    running.stop(0)
+
+
+def _completion(run_id: str, job: JobLaunch, result: Mapping[str, Any]) -> gepa_pb2.CompleteGepaJobRequest:
+    return gepa_pb2.CompleteGepaJobRequest(
+        owner_id=OWNER, gepa_run_id=run_id, job_id=job.job_id, result=struct_of(dict(result))
+    )
 
 
 def _queued(sessions: Any, max_metric_calls: int = 40) -> str:
@@ -152,15 +190,19 @@ def _claimed(sessions: Any, dispatcher: Dispatcher, run_id: str) -> str:
     return job_id
 
 
-def test_a_run_is_claimed_once_and_its_job_directory_holds_the_contract(sessions: Any, tmp_path: Path) -> None:
-    dispatcher = _dispatcher(sessions, tmp_path, WritingLauncher(None), deleted={"t4"})
+def test_a_run_is_claimed_once_and_its_uploaded_job_holds_the_contract(sessions: Any, tmp_path: Path) -> None:
+    dispatcher = _dispatcher(sessions, tmp_path, StandInLauncher(), deleted={"t4"})
     run_id = _queued(sessions)
     job_id = _claimed(sessions, dispatcher, run_id)
     with transaction(sessions) as session:
         assert store.claim(session, run_id) is None
 
-    job_dir = dispatcher.prepare(run_id, job_id)
+    key = dispatcher.prepare(run_id, job_id)
 
+    assert key == f"jobs/gepa/{job_id}"
+    job_dir = tmp_path / "downloaded"
+    job_dir.mkdir()
+    assert download_files(dispatcher.objects, key, job_dir, contract.INPUT_FILES) == list(contract.INPUT_FILES)
     job = contract.read_job(job_dir)
     examples = contract.read_examples(job_dir)
     assert (job.kind, job.reward_model_key, job.task_model, job.task_api_base) == (
@@ -170,6 +212,7 @@ def test_a_run_is_claimed_once_and_its_job_directory_holds_the_contract(sessions
         "http://vllm:8000/v1",
     )
     assert (job.reflection_model, job.max_metric_calls, job.job_id) == ("openai/reflect", 40, job_id)
+    assert (job.owner_id, job.gepa_run_id, job.report_address) == (OWNER, run_id, "127.0.0.1:1")
     assert [example.trace_id for example in examples] == ["t1", "t2", "t3"]  # t4 was deleted since training
     assert len(job.validation_trace_ids) == 1 and job.reflection_minibatch_size == 2
     t1 = next(example for example in examples if example.trace_id == "t1")
@@ -182,7 +225,7 @@ def test_a_run_is_claimed_once_and_its_job_directory_holds_the_contract(sessions
 
 
 def test_a_small_budget_is_warned_on_the_run(sessions: Any, tmp_path: Path) -> None:
-    dispatcher = _dispatcher(sessions, tmp_path, WritingLauncher(None))
+    dispatcher = _dispatcher(sessions, tmp_path, StandInLauncher())
     run_id = _queued(sessions, max_metric_calls=5)
 
     dispatcher.prepare(run_id, _claimed(sessions, dispatcher, run_id))
@@ -191,7 +234,7 @@ def test_a_small_budget_is_warned_on_the_run(sessions: Any, tmp_path: Path) -> N
 
 
 def test_a_model_retried_since_the_request_fails_the_run_with_the_reason(sessions: Any, tmp_path: Path) -> None:
-    launcher = WritingLauncher(SUCCESS)
+    launcher = StandInLauncher()
     dispatcher = _dispatcher(sessions, tmp_path, launcher, Models(status="queued"))
     run_id = _queued(sessions)
 
@@ -204,7 +247,7 @@ def test_a_model_retried_since_the_request_fails_the_run_with_the_reason(session
 
 def test_no_trace_with_input_before_the_first_assistant_step_fails_the_run(sessions: Any, tmp_path: Path) -> None:
     models = Models(trace_ids=("t1", "t2"))
-    dispatcher = _dispatcher(sessions, tmp_path, WritingLauncher(SUCCESS), models, opening_with_assistant={"t1", "t2"})
+    dispatcher = _dispatcher(sessions, tmp_path, StandInLauncher(), models, opening_with_assistant={"t1", "t2"})
     run_id = _queued(sessions)
 
     dispatcher.run_claimed(run_id, _claimed(sessions, dispatcher, run_id))
@@ -214,50 +257,81 @@ def test_no_trace_with_input_before_the_first_assistant_step_fails_the_run(sessi
     assert row.error.startswith("none of the reward model's 2 selected traces has input")  # type: ignore[union-attr]
 
 
-def test_a_worker_result_becomes_the_runs_result_and_its_directory_goes(sessions: Any, tmp_path: Path) -> None:
-    dispatcher = _dispatcher(sessions, tmp_path, WritingLauncher(SUCCESS))
+def _gone(dispatcher: Dispatcher, key: str) -> bool:
+    """Whether the job's files are deleted once its watcher has seen the worker end."""
+    deadline = time.monotonic() + 30
+    while dispatcher.objects.exists(f"{key}/{contract.JOB_FILE}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not dispatcher.objects.exists(f"{key}/{contract.JOB_FILE}")
+
+
+def test_a_reported_result_becomes_the_runs_result_and_the_jobs_files_go(
+    sessions: Any, served: tuple[StandInLauncher, Dispatcher, Any]
+) -> None:
+    launcher, dispatcher, stub = served
     run_id = _queued(sessions)
-    job_id = _claimed(sessions, dispatcher, run_id)
-    running = dispatcher.run_claimed(run_id, job_id)
+
+    def worker(job: JobLaunch) -> None:
+        progress = gepa_pb2.ReportGepaProgressRequest(
+            owner_id=OWNER, gepa_run_id=run_id, job_id=job.job_id, metric_calls_used=12
+        )
+        stub.ReportGepaProgress(progress, timeout=10)
+        assert _run(sessions, run_id).progress["metric_calls_used"] == 12
+        stub.CompleteGepaJob(_completion(run_id, job, SUCCESS.model_dump(mode="json", exclude_none=True)), timeout=10)
+
+    launcher.worker = worker
+    running = dispatcher.run_claimed(run_id, _claimed(sessions, dispatcher, run_id))
     assert running is not None
 
     row = _settled(sessions, run_id)
 
     assert (row.status, row.error, row.progress["metric_calls_used"]) == ("succeeded", None, 40)
+    assert row.progress["job_name"] == running.name == launcher.launched[0].name
     assert row.result is not None and row.result["best_skill"] == SKILL and row.result["seed_score"] == 0.4
-    assert not running.job_dir.exists()
+    assert _gone(dispatcher, launcher.launched[0].job_key)
 
 
 @pytest.mark.parametrize(
-    ("written", "error"),
+    ("result", "end", "error"),
     [
-        (None, "the GEPA worker ended without a result.json; see its worker.log"),
-        (contract.GepaResult(error="the task model needs ANTHROPIC_API_KEY"), "the task model needs ANTHROPIC_API_KEY"),
+        (
+            None,
+            JobEnd(False, "the worker exited with code 1; stash-gepa-x.log: boom"),
+            "the gepa worker ended without reporting a result: the worker exited with code 1; stash-gepa-x.log: boom",
+        ),
+        (None, JobEnd(True), "the gepa worker ended without reporting a result"),
+        ({"error": "the task model needs ANTHROPIC_API_KEY"}, JobEnd(False), "the task model needs ANTHROPIC_API_KEY"),
     ],
 )
-def test_a_worker_that_fails_or_writes_nothing_fails_the_run(
-    sessions: Any, tmp_path: Path, written: contract.GepaResult | None, error: str
+def test_a_worker_that_fails_or_reports_nothing_fails_the_run(
+    sessions: Any,
+    served: tuple[StandInLauncher, Dispatcher, Any],
+    result: dict[str, Any] | None,
+    end: JobEnd,
+    error: str,
 ) -> None:
-    dispatcher = _dispatcher(sessions, tmp_path, WritingLauncher(written))
+    launcher, dispatcher, stub = served
     run_id = _queued(sessions)
-    job_id = _claimed(sessions, dispatcher, run_id)
-    assert dispatcher.run_claimed(run_id, job_id) is not None
+    if result is not None:
+        launcher.worker = lambda job: stub.CompleteGepaJob(_completion(run_id, job, result), timeout=10)
+    launcher.end = end
+    assert dispatcher.run_claimed(run_id, _claimed(sessions, dispatcher, run_id)) is not None
 
     row = _settled(sessions, run_id)
 
-    assert (row.status, row.error, row.result) == ("failed", error, None)
+    assert (row.status, row.error, row.result, row.progress["stage"]) == ("failed", error, None, "failed")
 
 
-def test_a_result_whose_best_skill_is_not_a_candidate_is_refused(sessions: Any, tmp_path: Path) -> None:
-    dispatcher = _dispatcher(sessions, tmp_path, WritingLauncher(None))
+def test_a_result_whose_best_skill_is_not_a_candidate_fails_the_run(
+    sessions: Any, served: tuple[StandInLauncher, Dispatcher, Any]
+) -> None:
+    _, dispatcher, stub = served
     run_id = _queued(sessions)
-    job_id = _claimed(sessions, dispatcher, run_id)
-    job_dir = dispatcher.prepare(run_id, job_id)
-    broken = SUCCESS.model_dump(mode="json")
+    job = JobLaunch("gepa", run_id, _claimed(sessions, dispatcher, run_id), "unused")
+    broken = SUCCESS.model_dump(mode="json", exclude_none=True)
     broken["candidates"] = broken["candidates"][:1]
-    (job_dir / contract.RESULT_FILE).write_text(json.dumps(broken))
 
-    dispatcher.finish(run_id, job_id, job_dir)
+    stub.CompleteGepaJob(_completion(run_id, job, broken), timeout=10)
 
     row = _run(sessions, run_id)
     assert row.status == "failed"
@@ -265,10 +339,35 @@ def test_a_result_whose_best_skill_is_not_a_candidate_is_refused(sessions: Any, 
     assert "the best skill is not among the candidates" in row.error  # type: ignore[operator]
 
 
+def test_reports_from_a_superseded_launch_or_another_owner_are_refused(
+    sessions: Any, served: tuple[StandInLauncher, Dispatcher, Any]
+) -> None:
+    _, dispatcher, stub = served
+    run_id = _queued(sessions)
+    job_id = _claimed(sessions, dispatcher, run_id)
+
+    with pytest.raises(grpc.RpcError) as superseded:
+        stub.ReportGepaProgress(
+            gepa_pb2.ReportGepaProgressRequest(owner_id=OWNER, gepa_run_id=run_id, job_id="old", metric_calls_used=1),
+            timeout=10,
+        )
+    with pytest.raises(grpc.RpcError) as foreign:
+        stub.CompleteGepaJob(
+            gepa_pb2.CompleteGepaJobRequest(
+                owner_id="owner-b", gepa_run_id=run_id, job_id=job_id, result=struct_of({"error": "x"})
+            ),
+            timeout=10,
+        )
+
+    assert superseded.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert foreign.value.code() == grpc.StatusCode.NOT_FOUND
+    assert _run(sessions, run_id).status == "running"
+
+
 def test_the_sweep_fails_abandoned_claims_and_overdue_jobs_and_a_failed_run_can_be_retried(
     sessions: Any, tmp_path: Path
 ) -> None:
-    dispatcher = _dispatcher(sessions, tmp_path, WritingLauncher(None))
+    dispatcher = _dispatcher(sessions, tmp_path, StandInLauncher())
     abandoned, overdue, fresh = _queued(sessions), _queued(sessions), _queued(sessions)
     for run_id in (abandoned, overdue, fresh):
         _claimed(sessions, dispatcher, run_id)
@@ -285,3 +384,29 @@ def test_the_sweep_fails_abandoned_claims_and_overdue_jobs_and_a_failed_run_can_
     with transaction(sessions) as session:
         retried = store.retry(session, OWNER, abandoned)
         assert (retried.status, retried.error, retried.job_id, retried.result) == ("queued", None, None, None)
+
+
+def test_a_cluster_gepa_run_is_a_kubernetes_job_the_sweep_deletes_when_it_abandons_the_run(
+    sessions: Any, tmp_path: Path
+) -> None:
+    settings = KubernetesJobSettings(namespace="stash", relist_interval_s=2, watch_timeout_s=1)
+    with emulated_kubernetes() as kube:
+        launcher = KubernetesLauncher("stash_gepa.worker", settings, kube.api_client)
+        dispatcher = _dispatcher(sessions, tmp_path, launcher)
+        run_id = _queued(sessions)
+        job_id = _claimed(sessions, dispatcher, run_id)
+        launched = dispatcher.run_claimed(run_id, job_id)
+        assert launched is not None
+        job = kube.batch.read_namespaced_job(launched.name, "stash")
+        with transaction(sessions) as session:
+            session.get(store.GepaRunRow, run_id).started_at = utc_now() - timedelta(hours=2)
+
+        failed = dispatcher.sweep()
+        remaining = kube.batch.list_namespaced_job("stash").items
+        dispatcher.stop()
+        launcher.stop()
+
+    assert (job.metadata.labels["stash.rm/run-id"], job.metadata.labels["stash.rm/kind"]) == (run_id, "gepa")
+    assert "nvidia.com/gpu" not in job.spec.template.spec.containers[0].resources.limits
+    assert failed == [run_id] and remaining == []
+    assert _run(sessions, run_id).error == "the job did not finish within 60 minutes; retry"

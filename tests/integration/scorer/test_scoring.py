@@ -15,8 +15,12 @@ from sqlalchemy import func, select
 from stash.rm.v1 import common_pb2, ingest_pb2, scorer_pb2
 from stash_common.coordination import RedisWakeups
 from stash_common.db import transaction, utc_now
+from stash_common.job_transfer import job_key
+from stash_common.kubernetes_launcher import KubernetesJobSettings, KubernetesLauncher
 from stash_scorer import store
+from stash_scorer.dispatcher import WORKER_MODULE
 from support.ingest import OTHER_OWNER, OWNER, import_payload, stash_line
+from support.kubernetes_api import emulated_kubernetes
 from support.scorer import RunningScorer, Wired, finished_run, wait_until
 from support.scoring_worker import MODE_VARIABLE, RELEASE_FILE
 
@@ -149,11 +153,12 @@ def test_a_trace_that_changes_while_it_is_scored_fails_its_run_and_publishes_not
     trace_id = import_payload(wired.ingest, orjson.dumps(line).decode()).trace_ids[0]
     run = _score(scorer, trace_id, model_id)
     job = wait_until(lambda: _jobs(scorer), what="the job")[0]
-    wait_until(lambda: (scorer.artifact_dir / job.id / "job.json").is_file(), what="the job directory")
+    key = job_key("scorer", job.id)
+    wait_until(lambda: scorer.objects.exists(f"{key}/job.json"), what="the job's uploaded files")
 
     grown = {**line, "steps": [*line["steps"], {"role": "user", "content": "Thanks, that works!"}]}
     import_payload(wired.ingest, orjson.dumps(grown).decode())
-    (scorer.artifact_dir / job.id / RELEASE_FILE).touch()
+    scorer.objects.put(f"{key}/{RELEASE_FILE}", b"")
     done = finished_run(scorer.stub, OWNER, run.id)
 
     assert done.status == FAILED
@@ -196,11 +201,35 @@ def test_a_worker_that_exits_without_reporting_fails_its_runs(wired: Wired, monk
 
     for run in runs:
         assert run.status == FAILED
-        assert run.error == (
-            "the scoring worker exited with code 3 before reporting this trace; "
-            "launcher.log: the fake worker exits before reporting, on purpose"
-        )
+        reason, _, log_line = run.error.partition("; ")
+        assert reason == "the scoring worker ended before reporting this trace: the worker exited with code 3"
+        assert log_line.endswith(".log: the fake worker exits before reporting, on purpose")
     assert all(job.status == "failed" and job.exit_code == 3 for job in _jobs(scorer))
+
+
+def test_a_cluster_scorer_runs_a_kubernetes_job_whose_oom_kill_fails_its_runs(wired: Wired) -> None:
+    settings = KubernetesJobSettings(namespace="stash", relist_interval_s=2, watch_timeout_s=1)
+    with emulated_kubernetes() as kube:
+        launcher = KubernetesLauncher(WORKER_MODULE, settings, kube.api_client)
+        scorer = wired.scorer(max_attempts=1, launcher=launcher)
+        model_id = wired.trainer.add_model(OWNER)
+        run = _score(scorer, _import(wired, "refund"), model_id)
+        job = wait_until(lambda: _jobs(scorer), what="the job")[0]
+        name = f"stash-score-{job.id}"
+        wait_until(lambda: kube.batch.list_namespaced_job("stash").items, what="the Kubernetes Job")
+        command = kube.batch.read_namespaced_job(name, "stash").spec.template.spec.containers[0].command
+        kube.add_pod("stash", name, {"terminated": {"exitCode": 137, "reason": "OOMKilled"}})
+        failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached"}
+        kube.set_job_status("stash", name, {"conditions": [failed]})
+        done = finished_run(scorer.stub, OWNER, run.id)
+        launcher.stop()
+
+    assert command == ["python", "-m", "stash_scorer.worker", "--job", f"jobs/scorer/{job.id}"]
+    assert done.status == FAILED
+    assert done.error.startswith(
+        f"the scoring worker ended before reporting this trace: the Kubernetes Job {name} failed: OOMKilled: "
+    )
+    assert [job.exit_code for job in _jobs(scorer)] == [137]
 
 
 def test_failed_runs_are_retried_up_to_the_attempts_cap_and_an_explicit_request_still_retries(

@@ -1,8 +1,10 @@
-"""The reward-model lifecycle on PostgreSQL: claims, retries, remote job reports, the recovery sweep, and the
-publication of a succeeded model's training scores to a scorer on a real gRPC port."""
+"""The reward-model lifecycle on PostgreSQL: claims, retries, worker reports, the recovery sweep, the job's files in
+object storage, and the publication of a succeeded model's training scores to a scorer on a real gRPC port."""
 
 import json
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,9 @@ from stash_common.channels import open_channel
 from stash_common.coordination import InProcessWakeups
 from stash_common.db import make_engine, make_sessions, transaction, upgrade, utc_now
 from stash_common.errors import FailedPrecondition
-from stash_common.launcher import LocalSubprocessLauncher
+from stash_common.job_transfer import job_key
+from stash_common.kubernetes_launcher import KubernetesJobSettings, KubernetesLauncher
+from stash_common.launcher import JobEnd, LocalSubprocessLauncher
 from stash_common.server import start
 from stash_common.steps import TraceStep
 from stash_common.storage import LocalObjectStore
@@ -24,8 +28,9 @@ from stash_common.training_metrics import TRAINING_METRIC_KEYS
 from stash_trainer import store
 from stash_trainer.api import TrainerServicer
 from stash_trainer.clients import ScoreClient
-from stash_trainer.jobs import TRACE_REVISIONS, WORKER_MODULE, Dispatcher, JobSettings
+from stash_trainer.jobs import TRACE_REVISIONS, WORKER_MODULE, Dispatcher, JobSettings, archive_key
 from stash_trainer.pairs.inputs import Annotation, SourceTrace
+from support.kubernetes_api import emulated_kubernetes
 from support.processes import free_port
 
 OWNER = "owner-a"
@@ -121,17 +126,16 @@ def _dispatcher(sessions: Any, scores: ScoreClient, tmp_path: Path, traces: Any 
         traces,
         scores,
         LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32),
-        LocalSubprocessLauncher(WORKER_MODULE),
+        LocalSubprocessLauncher(WORKER_MODULE, tmp_path / "logs"),
         InProcessWakeups(),
-        JobSettings(tmp_path / "jobs", **settings),
+        JobSettings("127.0.0.1:1", **settings),
     )
 
 
-@pytest.fixture
-def trainer(sessions: Any, tmp_path: Any, unreachable_scorer: ScoreClient) -> Iterator[Any]:
-    dispatcher = _dispatcher(sessions, unreachable_scorer, tmp_path)
-    objects = dispatcher.objects
-    servicer = TrainerServicer(sessions, None, objects, dispatcher, "base", "local")
+@contextmanager
+def _serving(sessions: Any, dispatcher: Dispatcher) -> Iterator[Any]:
+    """A trainer on a real gRPC port around `dispatcher`; its stub."""
+    servicer = TrainerServicer(sessions, None, dispatcher.objects, dispatcher, "base", "local")
 
     def register(server: grpc.Server) -> list[str]:
         trainer_pb2_grpc.add_TrainerServiceServicer_to_server(servicer, server)
@@ -144,16 +148,30 @@ def trainer(sessions: Any, tmp_path: Any, unreachable_scorer: ScoreClient) -> It
     running.stop(0)
 
 
+@pytest.fixture
+def trainer(sessions: Any, tmp_path: Any, unreachable_scorer: ScoreClient) -> Iterator[Any]:
+    with _serving(sessions, _dispatcher(sessions, unreachable_scorer, tmp_path)) as stub:
+        yield stub
+
+
 def _metrics(**values: Any) -> struct_pb2.Struct:
     message = struct_pb2.Struct()
     message.update(values)
     return message
 
 
-def test_a_remote_job_reports_progress_and_completes(sessions: Any, trainer: Any) -> None:
+def _store_archive(tmp_path: Path, model_id: str) -> str:
+    """A checkpoint archive where the model's worker uploads it (the trainer only checks that it is there)."""
+    key = archive_key(OWNER, model_id)
+    LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32).put(key, b"an archive")
+    return key
+
+
+def test_a_worker_reports_progress_and_completes(sessions: Any, trainer: Any, tmp_path: Path) -> None:
     model_id = _queued(sessions)
     with transaction(sessions) as session:
         job_id = store.claim(session, model_id)
+    key = _store_archive(tmp_path, model_id)
 
     trainer.ReportJobProgress(
         trainer_pb2.ReportJobProgressRequest(
@@ -168,13 +186,46 @@ def test_a_remote_job_reports_progress_and_completes(sessions: Any, trainer: Any
             job_id=job_id,
             status=common_pb2.JOB_STATUS_SUCCEEDED,
             metrics=_metrics(**{**dict.fromkeys(TRAINING_METRIC_KEYS), "train_pairs": 10}),
-            artifact_key=f"reward-models/{OWNER}/{model_id}.tar.gz",
+            artifact_key=key,
         ),
         timeout=10,
     ).reward_model
 
     assert done.status == common_pb2.JOB_STATUS_SUCCEEDED
     assert done.progress["step"] == 3 and done.metrics["train_pairs"] == 10
+
+
+@pytest.mark.parametrize(
+    ("stored", "reported", "refusal"),
+    [
+        (False, "own", "no checkpoint archive is stored at reward-models/owner-a/"),
+        (True, "reward-models/owner-b/other.tar.gz", "must be reward-models/owner-a/"),
+    ],
+)
+def test_a_success_must_name_the_models_own_stored_archive(
+    sessions: Any, trainer: Any, tmp_path: Path, stored: bool, reported: str, refusal: str
+) -> None:
+    model_id = _queued(sessions)
+    with transaction(sessions) as session:
+        job_id = store.claim(session, model_id)
+    key = _store_archive(tmp_path, model_id) if stored else archive_key(OWNER, model_id)
+
+    with pytest.raises(grpc.RpcError) as raised:
+        trainer.CompleteJob(
+            trainer_pb2.CompleteJobRequest(
+                owner_id=OWNER,
+                reward_model_id=model_id,
+                job_id=job_id,
+                status=common_pb2.JOB_STATUS_SUCCEEDED,
+                metrics=_metrics(**dict.fromkeys(TRAINING_METRIC_KEYS)),
+                artifact_key=key if reported == "own" else reported,
+            ),
+            timeout=10,
+        )
+
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT and refusal in raised.value.details()
+    with transaction(sessions) as session:
+        assert session.get(store.RewardModelRow, model_id).status == "running"
 
 
 def test_reports_from_a_superseded_launch_are_refused(sessions: Any, trainer: Any) -> None:
@@ -222,22 +273,22 @@ def test_a_remote_job_reporting_other_metric_keys_is_refused_and_keeps_running(s
         assert session.get(store.RewardModelRow, model_id).status == "running"
 
 
-def test_a_local_result_with_other_metric_keys_fails_the_model(
+def test_a_worker_that_ends_without_reporting_fails_the_model_with_how_it_ended(
     sessions: Any, tmp_path: Path, unreachable_scorer: ScoreClient
 ) -> None:
     model_id = _queued(sessions)
     with transaction(sessions) as session:
         job_id = store.claim(session, model_id)
-    job_dir = tmp_path / "jobs" / job_id
-    job_dir.mkdir(parents=True)
-    (job_dir / "result.json").write_text(json.dumps({"metrics": {"train_pairs": 10}}))
 
-    _dispatcher(sessions, unreachable_scorer, tmp_path).finish(model_id, job_id, job_dir)
+    dispatcher = _dispatcher(sessions, unreachable_scorer, tmp_path)
+    dispatcher.job_ended(model_id, job_id, JobEnd(False, "the worker exited with code 1; x.log: MemoryError"))
 
     with transaction(sessions) as session:
         row = session.get(store.RewardModelRow, model_id)
-        assert (row.status, row.metrics, row.artifact_key) == ("failed", None, None)
-        assert row.error.startswith("the worker's result.json is unusable: metrics: missing action_eval_accuracy,")
+        assert (row.status, row.progress["stage"]) == ("failed", "failed")
+        assert row.error == (
+            "the trainer worker ended without reporting a result: the worker exited with code 1; x.log: MemoryError"
+        )
 
 
 class _RecordingScorer(scorer_pb2_grpc.ScorerServiceServicer):
@@ -272,56 +323,58 @@ def recording_scorer(sessions: Any) -> Iterator[tuple[_RecordingScorer, ScoreCli
     running.stop(0)
 
 
-def _finished_job_dir(sessions: Any, tmp_path: Path) -> tuple[str, str, Path]:
-    """A claimed model whose worker succeeded, scoring two actions of t1 and the whole of t1 (t2 had nothing)."""
+def _finished_job(sessions: Any, tmp_path: Path) -> tuple[str, trainer_pb2.CompleteJobRequest]:
+    """A claimed model whose worker uploaded its archive and scores: two actions of t1 and the whole of t1."""
     model_id = _queued(sessions)
     with transaction(sessions) as session:
         job_id = store.claim(session, model_id)
-    job_dir = tmp_path / "jobs" / job_id
-    (job_dir / "model").mkdir(parents=True)
-    (job_dir / "model" / "config.json").write_text("{}")
-    (job_dir / "job.json").write_text(json.dumps({"kind": "train", TRACE_REVISIONS: {"t1": 3, "t2": 1}}))
-    metrics = {**dict.fromkeys(TRAINING_METRIC_KEYS), "train_pairs": 10, "action_scoring_version": 1}
-    (job_dir / "result.json").write_text(json.dumps({"metrics": metrics}))
-    (job_dir / "scores.jsonl").write_text(json.dumps({"trace_id": "t1", "score": 0.5}) + "\n")
+    objects = LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32)
+    key = job_key("trainer", job_id)
+    objects.put(f"{key}/job.json", json.dumps({"kind": "train", TRACE_REVISIONS: {"t1": 3, "t2": 1}}).encode())
+    objects.put(f"{key}/scores.jsonl", (json.dumps({"trace_id": "t1", "score": 0.5}) + "\n").encode())
     actions = [("s1", 1.5, 0.25), ("s3", -0.5, -0.75)]
-    (job_dir / "action_scores.jsonl").write_text(
-        "".join(json.dumps({"trace_id": "t1", "step_id": s, "score": v, "credit": c}) + "\n" for s, v, c in actions)
+    lines = "".join(json.dumps({"trace_id": "t1", "step_id": s, "score": v, "credit": c}) + "\n" for s, v, c in actions)
+    objects.put(f"{key}/action_scores.jsonl", lines.encode())
+    metrics = {**dict.fromkeys(TRAINING_METRIC_KEYS), "train_pairs": 10, "action_scoring_version": 1}
+    request = trainer_pb2.CompleteJobRequest(
+        owner_id=OWNER,
+        reward_model_id=model_id,
+        job_id=job_id,
+        status=common_pb2.JOB_STATUS_SUCCEEDED,
+        metrics=_metrics(**metrics),
+        artifact_key=_store_archive(tmp_path, model_id),
     )
-    return model_id, job_id, job_dir
+    return model_id, request
 
 
 def test_a_succeeded_model_publishes_its_training_scores_after_it_is_recorded(
     sessions: Any, tmp_path: Path, recording_scorer: tuple[_RecordingScorer, ScoreClient]
 ) -> None:
     recorder, client = recording_scorer
-    model_id, job_id, job_dir = _finished_job_dir(sessions, tmp_path)
+    model_id, request = _finished_job(sessions, tmp_path)
 
-    _dispatcher(sessions, client, tmp_path).finish(model_id, job_id, job_dir)
+    with _serving(sessions, _dispatcher(sessions, client, tmp_path)) as trainer:
+        trainer.CompleteJob(request, timeout=10)
 
-    (request,) = recorder.requests
+    (published,) = recorder.requests
     assert recorder.statuses == [store.SUCCEEDED]
-    assert (request.owner_id, request.reward_model_id) == (OWNER, model_id)
-    first, second = request.traces
+    assert (published.owner_id, published.reward_model_id) == (OWNER, model_id)
+    first, second = published.traces
     assert (first.trace_id, first.trace_revision, first.trace_score) == ("t1", 3, 0.5)
     assert [(a.step_id, a.score, a.credit) for a in first.action_scores] == [("s1", 1.5, 0.25), ("s3", -0.5, -0.75)]
     assert (second.trace_id, second.trace_revision, second.HasField("trace_score")) == ("t2", 1, False)
     assert list(second.action_scores) == []
-    assert not job_dir.exists()
 
 
-def test_an_unreachable_scorer_leaves_the_model_succeeded(
-    sessions: Any, tmp_path: Path, unreachable_scorer: ScoreClient
-) -> None:
-    model_id, job_id, job_dir = _finished_job_dir(sessions, tmp_path)
+def test_an_unreachable_scorer_leaves_the_model_succeeded(sessions: Any, trainer: Any, tmp_path: Path) -> None:
+    model_id, request = _finished_job(sessions, tmp_path)
 
-    _dispatcher(sessions, unreachable_scorer, tmp_path).finish(model_id, job_id, job_dir)
+    trainer.CompleteJob(request, timeout=10)
 
     with transaction(sessions) as session:
         row = session.get(store.RewardModelRow, model_id)
-        assert (row.status, row.error) == (store.SUCCEEDED, None)
+        assert (row.status, row.error, row.progress["stage"]) == (store.SUCCEEDED, None, "done")
         assert row.artifact_key == f"reward-models/{OWNER}/{model_id}.tar.gz"
-    assert not job_dir.exists()
 
 
 class _RatedTraces:
@@ -338,7 +391,7 @@ class _RatedTraces:
         return SourceTrace(trace_id, steps, ratings, revision={"t1": 7, "t2": 2}[trace_id])
 
 
-def test_the_job_directory_keeps_the_revisions_read_and_the_device(
+def test_the_uploaded_job_keeps_the_revisions_read_the_device_and_where_to_report(
     sessions: Any, tmp_path: Path, unreachable_scorer: ScoreClient
 ) -> None:
     model_id = _queued(sessions)
@@ -346,9 +399,67 @@ def test_the_job_directory_keeps_the_revisions_read_and_the_device(
         job_id = store.claim(session, model_id)
 
     dispatcher = _dispatcher(sessions, unreachable_scorer, tmp_path, _RatedTraces(), device="cpu")
-    job_dir = dispatcher.prepare(model_id, job_id)
+    key = dispatcher.prepare(model_id, job_id)
 
-    job = json.loads((job_dir / "job.json").read_text())
+    assert key == f"jobs/trainer/{job_id}"
+    job = json.loads(dispatcher.objects.get(f"{key}/job.json"))
     assert (job["device"], job[TRACE_REVISIONS]) == ("cpu", {"t1": 7, "t2": 2})
-    items = [json.loads(line) for line in (job_dir / "action_score_items.jsonl").read_text().splitlines()]
+    assert (job["job_id"], job["reward_model_id"], job["report_address"]) == (job_id, model_id, "127.0.0.1:1")
+    assert job["archive_key"] == archive_key(OWNER, model_id)
+    assert dispatcher.objects.exists(f"{key}/pairs.jsonl")
+    items = [json.loads(line) for line in dispatcher.objects.get(f"{key}/action_score_items.jsonl").splitlines()]
     assert [item["step_id"] for item in items] == ["t1-call", "t1-answer", "t2-call", "t2-answer"]
+
+
+def _settled_model(sessions: Any, model_id: str) -> store.RewardModelRow:
+    """The model once a watcher has settled it (or after 30 s)."""
+    deadline = time.monotonic() + 30
+    while True:
+        with transaction(sessions) as session:
+            row = session.get(store.RewardModelRow, model_id)
+            session.expunge(row)
+        if row.status != "running" or time.monotonic() > deadline:
+            return row
+        time.sleep(0.05)
+
+
+def test_a_cluster_trainer_launches_a_kubernetes_job_that_another_replica_settles(
+    sessions: Any, tmp_path: Path, unreachable_scorer: ScoreClient
+) -> None:
+    model_id = _queued(sessions)
+    with transaction(sessions) as session:
+        job_id = store.claim(session, model_id)
+    settings = KubernetesJobSettings(namespace="stash", relist_interval_s=2, watch_timeout_s=1)
+    objects = LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32)
+
+    def dispatcher(launcher: KubernetesLauncher) -> Dispatcher:
+        wakeups = InProcessWakeups()
+        return Dispatcher(sessions, _RatedTraces(), unreachable_scorer, objects, launcher, wakeups, JobSettings("t:1"))
+
+    with emulated_kubernetes() as kube:
+        first = KubernetesLauncher(WORKER_MODULE, settings, kube.api_client)
+        launching = dispatcher(first)
+        launched = launching.run_claimed(model_id, job_id)
+        name = f"stash-train-{job_id}"
+        command = kube.batch.read_namespaced_job(name, "stash").spec.template.spec.containers[0].command
+        launching.stop()  # this replica goes away; its Job runs on
+        first.stop()
+        replica_launcher = KubernetesLauncher(WORKER_MODULE, settings, kube.api_client)
+        replica = dispatcher(replica_launcher)
+
+        adopted = replica.adopt_running()
+        deadline = "Job was active longer than specified deadline"
+        condition = {"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "message": deadline}
+        kube.set_job_status("stash", name, {"conditions": [condition]})
+        row = _settled_model(sessions, model_id)
+        replica_launcher.stop()
+
+    assert launched is not None and launched.name == name
+    assert command == ["python", "-m", "stash_trainer.worker", "--job", f"jobs/trainer/{job_id}"]
+    assert adopted == 1
+    assert (row.status, row.progress["job_name"]) == ("failed", name)
+    assert row.error == (
+        f"the trainer worker ended without reporting a result: the Kubernetes Job {name} failed: "
+        "DeadlineExceeded: Job was active longer than specified deadline"
+    )
+    assert not objects.exists(f"jobs/trainer/{job_id}/job.json")  # the ended job's files are deleted

@@ -17,10 +17,10 @@ from stash.rm.v1 import gepa_pb2, gepa_pb2_grpc
 from stash_common.db import transaction
 from stash_common.errors import InvalidArgument, NotFound
 from stash_common.job_lifecycle import SUCCEEDED
-from stash_common.messages import JOB_STATUSES, timestamp_of
+from stash_common.messages import JOB_STATUSES, json_of, timestamp_of
 from stash_common.requests import owner_of
 from stash_gepa import store
-from stash_gepa.runs import Dispatcher, ModelSource, require_succeeded
+from stash_gepa.runs import Dispatcher, ModelSource, record_progress, record_result, require_succeeded
 
 DEFAULT_TASK_MODEL = "anthropic/claude-haiku-4-5"
 DEFAULT_REFLECTION_MODEL = "anthropic/claude-sonnet-5"
@@ -84,6 +84,28 @@ class GepaServicer(gepa_pb2_grpc.GepaServiceServicer):
             message = run_to_proto(store.retry(session, owner_of(request), request.gepa_run_id))
         self.dispatcher.wake()
         return gepa_pb2.RetryGepaRunResponse(gepa_run=message)
+
+    def ReportGepaProgress(
+        self, request: gepa_pb2.ReportGepaProgressRequest, context: grpc.ServicerContext
+    ) -> gepa_pb2.ReportGepaProgressResponse:
+        """Record a worker's metric calls used on its running run; a superseded launch is refused."""
+        if request.metric_calls_used < 0:
+            raise InvalidArgument("metric_calls_used", "must be at least 0")
+        with transaction(self.sessions) as session:
+            record_progress(session, owner_of(request), request.gepa_run_id, request.job_id, request.metric_calls_used)
+        return gepa_pb2.ReportGepaProgressResponse()
+
+    def CompleteGepaJob(
+        self, request: gepa_pb2.CompleteGepaJobRequest, context: grpc.ServicerContext
+    ) -> gepa_pb2.CompleteGepaJobResponse:
+        """Settle a worker's run with its result.json: the result, or the error; an invalid result fails the run."""
+        if not request.HasField("result"):
+            raise InvalidArgument("result", "a worker reports its result.json")
+        with transaction(self.sessions) as session:
+            written = json_of(request.result)
+            row = record_result(session, owner_of(request), request.gepa_run_id, request.job_id, written)
+            message = run_to_proto(row)
+        return gepa_pb2.CompleteGepaJobResponse(gepa_run=message)
 
 
 def run_from_request(request: gepa_pb2.CreateGepaRunRequest, owner_id: str) -> store.GepaRunRow:

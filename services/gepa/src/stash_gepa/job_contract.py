@@ -1,9 +1,11 @@
-"""The GEPA job directory: the contract between the gepa service and its worker (the spec's file formats).
+"""The GEPA job's files: the contract between the gepa service and its worker (the spec's file formats).
 
-The service writes `job.json` and `gepa_examples.jsonl` before it launches the worker; the worker
-writes `progress.json` (metric calls used) while it runs and `result.json` when it ends. Both sides
-use these models, so neither can drift from the other, and the module is free of torch: the
-service imports it. Validation errors name the file, the line and the field.
+The service uploads `job.json` and `gepa_examples.jsonl` (`INPUT_FILES`) before it launches the
+worker; the worker runs on its own copy, writes `result.json` when it ends, uploads it
+(`OUTPUT_FILES`) and reports it to the service, which validates it with `GepaResult`. Run by hand on
+a job directory, the worker also keeps `progress.json` (metric calls used). Both sides use these
+models, so neither can drift from the other, and the module is free of torch: the service imports
+it. Validation errors name the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ EXAMPLES_FILE = "gepa_examples.jsonl"
 PROGRESS_FILE = "progress.json"
 RESULT_FILE = "result.json"
 LOG_FILE = "worker.log"
+INPUT_FILES = (JOB_FILE, EXAMPLES_FILE)
+OUTPUT_FILES = (RESULT_FILE,)
 # The spec's skill name: lowercase letters, digits and hyphens, 1 to 64 characters.
 SKILL_NAME = re.compile(r"^[a-z0-9-]{1,64}$")
 MAX_DESCRIPTION = 1024
@@ -41,6 +45,10 @@ class GepaJob(BaseModel):
     max_metric_calls: int = Field(ge=1)
     job_id: str = Field(min_length=1)
     reward_model_id: str = Field(min_length=1)
+    # Which run the launch works for and where its worker reports (GepaService's address).
+    owner_id: str = Field(min_length=1)
+    gepa_run_id: str = Field(min_length=1)
+    report_address: str = Field(min_length=1)
     # Where the reflection model is served, when the deployment points it somewhere (unset: the provider's).
     reflection_api_base: str | None = None
     validation_trace_ids: list[str] = Field(min_length=1, description="the examples GEPA validates on")
@@ -174,23 +182,3 @@ def read_job(job_dir: Path) -> GepaJob:
 def read_examples(job_dir: Path) -> list[GepaExample]:
     """The examples, in file order."""
     return read_jsonl(job_dir / EXAMPLES_FILE, GepaExample)
-
-
-def read_progress(job_dir: Path) -> Progress | None:
-    """The worker's latest progress (written atomically), or None before it reported any."""
-    path = job_dir / PROGRESS_FILE
-    try:
-        return Progress.model_validate_json(path.read_bytes()) if path.is_file() else None
-    except ValidationError as error:
-        raise InvalidArgument(PROGRESS_FILE, describe(error)) from error
-
-
-def read_result(job_dir: Path) -> GepaResult | None:
-    """The worker's `result.json`, or None while it has not written one (it is running or it crashed)."""
-    path = job_dir / RESULT_FILE
-    if not path.is_file():
-        return None
-    try:
-        return GepaResult.model_validate_json(path.read_bytes())
-    except ValidationError as error:
-        raise InvalidArgument(RESULT_FILE, describe(error)) from error

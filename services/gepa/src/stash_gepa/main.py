@@ -15,10 +15,11 @@ from stash.rm.v1 import gepa_pb2, gepa_pb2_grpc, ingest_pb2_grpc, trainer_pb2_gr
 from stash_common.channels import peer_channel
 from stash_common.coordination import make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
-from stash_common.launcher import LocalSubprocessLauncher
+from stash_common.launcher import make_launcher
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
+from stash_common.worker_storage import WorkerStorageSettings
 from stash_gepa.api import GepaServicer
 from stash_gepa.clients import TraceClient, TrainerClient
 from stash_gepa.runs import WORKER_MODULE, Dispatcher, JobSettings
@@ -27,9 +28,9 @@ from stash_gepa.store import MIGRATIONS_DIR
 
 
 def job_settings(settings: GepaSettings) -> JobSettings:
-    """The GEPA-job settings of this service."""
+    """The GEPA-job settings of this service; its workers report to STASH_GEPA_ADDRESS."""
     return JobSettings(
-        artifact_dir=settings.artifact_dir,
+        report_address=settings.address_of("gepa"),
         reflection_api_base=settings.reflection_api_base,
         reflection_minibatch_size=settings.reflection_minibatch_size,
         task_concurrency=settings.task_concurrency,
@@ -48,9 +49,10 @@ def main() -> None:
     sessions = make_sessions(make_engine(settings.database_url))
     models = TrainerClient(trainer_pb2_grpc.TrainerServiceStub(peer_channel(settings, "trainer")))
     traces = TraceClient(ingest_pb2_grpc.IngestServiceStub(peer_channel(settings, "ingest")))
-    launcher = LocalSubprocessLauncher(WORKER_MODULE)
+    launcher = make_launcher(settings.launcher, WORKER_MODULE, settings.artifact_dir)
+    objects = load(WorkerStorageSettings).object_store()  # where job files go: the workers' own settings
     dispatcher = Dispatcher(
-        sessions, models, traces, launcher, make_wakeups(settings.redis_url), job_settings(settings)
+        sessions, models, traces, objects, launcher, make_wakeups(settings.redis_url), job_settings(settings)
     )
     servicer = GepaServicer(sessions, models, dispatcher)
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from stash_common.settings import DEFAULT_GRPC_PORTS, ServiceSettings, cluster_required, service_config
+from stash_common.settings import DEFAULT_GRPC_PORTS, ServiceSettings, cluster_required, service_config, shared
 
 
 class GepaSettings(ServiceSettings):
@@ -22,9 +22,12 @@ class GepaSettings(ServiceSettings):
     redis_url: str | None = cluster_required(
         "STASH_GEPA_REDIS_URL", "Redis URL for waking every gepa replica when a run is queued"
     )
+    launcher: Literal["local", "kubernetes"] = shared(
+        "STASH_LAUNCHER", "local", "where workers run: local subprocesses, or Kubernetes Jobs (STASH_JOB_* settings)"
+    )
     artifact_dir: Path = Field(
         default_factory=lambda fields: fields["data_dir"] / "gepa-jobs",
-        description="scratch space for GEPA job directories (default: <data dir>/gepa-jobs)",
+        description="where local GEPA workers' output goes, one log per job (default: <data dir>/gepa-jobs)",
     )
     reflection_api_base: str | None = Field(
         None, description="API base of the reflection model (an OpenAI-compatible server); unset: the provider's"

@@ -1,4 +1,4 @@
-"""The dispatcher: queued runs become batches, batches become job directories and workers, workers end.
+"""The dispatcher: queued runs become batches, batches become uploaded jobs and workers, workers end.
 
 A batch is up to `batch_traces` queued runs of one checkpoint (one loaded model per worker), explicit
 requests first; the checkpoint served next is the one with the oldest explicit request, else the oldest
@@ -6,16 +6,20 @@ run. At most `max_active_batches` jobs run at once: each holds a slot the databa
 replicas share the limit. Claiming moves only queued runs to running under the new job's id, so a
 duplicate wake-up or delivery never scores a trace twice. Each trace is read at its run's revision
 (a superseded revision fails the run, a deleted trace is forgotten), rendered with the shared renderer
-into the job directory of the spec's contract, and the worker (`python -m stash_scorer.worker`)
-reports each trace as soon as it is done. When the worker exits, the runs it never reported fail with
-its exit code and the last line of its log; the sweep retries retryable failures up to `max_attempts`
-and fails jobs that outlive `job_timeout`. A scorer that stops, or cannot reach ingest, puts its jobs'
-runs back in the queue instead: that is no fault of theirs. This is policy, not transport: no gRPC reaches it.
+into the job files of the spec's contract, which go to object storage under `jobs/scorer/<job id>/`;
+the worker (`python -m stash_scorer.worker --job <key>`) downloads them into its own scratch space and
+reports each trace over gRPC as soon as it is done. When the worker ends, the runs it never reported
+fail with how it ended (its exit code and the last line of its log, or its Kubernetes Job's condition)
+and the job's files are deleted; the sweep adopts jobs another replica launched (the Job name follows
+from the job id), retries retryable failures up to `max_attempts` and fails jobs that outlive
+`job_timeout`. A scorer that stops, or cannot reach ingest, puts its local jobs' runs back in the queue
+instead: that is no fault of theirs (Kubernetes Jobs run on, and a sweep adopts them). This is policy,
+not transport: no gRPC reaches it.
 """
 
 from __future__ import annotations
 
-import shutil
+import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,39 +33,39 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from stash_common.coordination import Wakeups
 from stash_common.db import transaction, utc_now
-from stash_common.errors import FailedPrecondition, InvalidArgument, NotFound, StashError, Unavailable
-from stash_common.launcher import Launcher, RunningJob
+from stash_common.errors import FailedPrecondition, NotFound, StashError, Unavailable
+from stash_common.job_transfer import delete_files, job_key, upload_files
+from stash_common.launcher import JobEnd, JobLaunch, Launcher, RunningJob
 from stash_common.queue_loop import QueueLoop
 from stash_common.rendering import render_example, render_trace
+from stash_common.storage import ObjectStore
 from stash_scorer import store
 from stash_scorer.background import BackgroundScoring
 from stash_scorer.inputs import ScorerTrace, TraceSource
 from stash_scorer.job_contract import (
-    LOG_FILE,
+    INPUT_FILES,
     ActionScoreItem,
     ScoreItem,
     ScoreJob,
     ScoreRun,
-    read_result,
     write_action_score_items,
     write_job,
     write_score_items,
 )
 
 log = structlog.get_logger()
-# What a launcher runs for a scoring job: `python -m stash_scorer.worker <job_dir>`.
+SERVICE = "scorer"
+# What a launcher runs for a scoring job: `python -m stash_scorer.worker --job <job key>`.
 WORKER_MODULE = "stash_scorer.worker"
 WAKEUP_TOPIC = "scorer.runs"
 POLL_S = 0.5
 CLAIM_ATTEMPTS = 3
-LOG_TAIL_CHARS = 500
 
 
 @dataclass(frozen=True)
 class JobSettings:
     """How the dispatcher batches runs and what every scoring job of this scorer shares."""
 
-    artifact_dir: Path
     scorer_address: str
     max_active_batches: int = 2
     batch_traces: int = 8
@@ -100,6 +104,7 @@ class Dispatcher:
         self,
         sessions: sessionmaker[Session],
         traces: TraceSource,
+        objects: ObjectStore,
         launcher: Launcher,
         wakeups: Wakeups,
         settings: JobSettings,
@@ -107,10 +112,12 @@ class Dispatcher:
     ) -> None:
         self.sessions = sessions
         self.traces = traces
+        self.objects = objects
         self.launcher = launcher
         self.settings = settings
         self.background = background
         self._running: dict[str, RunningJob] = {}  # job id → worker
+        self._lock = threading.Lock()
         self._loop = QueueLoop(
             "scoring-dispatcher", wakeups, WAKEUP_TOPIC, self.drain, self.sweep, settings.sweep_interval_s
         )
@@ -125,19 +132,25 @@ class Dispatcher:
         self._loop.wake()
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop claiming and stop this process's workers; their unreported runs go back to the queue."""
+        """Stop claiming and stop this process's local workers; their unreported runs go back to the queue."""
         self._loop.stop(timeout_s)
-        for job_id, running in list(self._running.items()):
-            running.kill()
+        if self.launcher.detached:
+            return  # Kubernetes Jobs outlive this replica; a sweep adopts them
+        with self._lock:
+            running = list(self._running.items())
+        for job_id, worker in running:
+            worker.kill()
             self._requeue(job_id, "the scorer stopped while the job was running")
 
     def sweep(self) -> None:
-        """Fail overdue jobs, queue retryable failures again, then the background sweep."""
+        """Adopt other replicas' jobs, fail overdue ones, queue retryable failures again, then the background sweep."""
+        self.adopt_running()
         minutes = f"{self.settings.job_timeout.total_seconds() / 60:g} minutes"
         with transaction(self.sessions) as session:
             overdue = store.overdue_jobs(session, utc_now() - self.settings.job_timeout)
         for job_id in overdue:
-            running = self._running.pop(job_id, None)
+            with self._lock:
+                running = self._running.pop(job_id, None)
             if running is not None:
                 running.kill()
             self._finish(job_id, None, f"the scoring job did not finish within {minutes}")
@@ -187,15 +200,16 @@ class Dispatcher:
         if not scorable:
             self._finish(batch.job_id, 0, "")
             return None
-        job_dir = self.settings.artifact_dir / batch.job_id
+        key = job_key(SERVICE, batch.job_id)
         try:
-            write_job_dir(job_dir, self._job(batch, scorable), [trace for _, trace in scorable])
-            running = self.launcher.launch(job_dir)
+            with tempfile.TemporaryDirectory(prefix="stash-score-job-") as staging:
+                write_job_dir(Path(staging), self._job(batch, scorable), [trace for _, trace in scorable])
+                upload_files(self.objects, key, Path(staging), INPUT_FILES)
+            running = self.launcher.launch(_launch(batch.job_id))
         except (OSError, StashError) as error:
             self._finish(batch.job_id, None, f"the scoring worker could not be started: {error}")
             return None
-        self._running[batch.job_id] = running
-        threading.Thread(target=self.watch, args=(batch.job_id, running), daemon=True).start()
+        self._watch(batch.job_id, running)
         log.info(
             "scoring job launched", job_id=batch.job_id, reward_model_id=batch.reward_model_id, traces=len(scorable)
         )
@@ -226,15 +240,36 @@ class Dispatcher:
                 self._drop(run)  # background work found nothing to score: no run to show for it
         return scorable
 
+    def adopt_running(self) -> int:
+        """Watch the running jobs this process does not watch yet, when the launcher finds their workers."""
+        with transaction(self.sessions) as session:
+            running = store.running_job_ids(session)
+        adopted = 0
+        for job_id in running:
+            with self._lock:
+                watched = job_id in self._running
+            if not watched and (worker := self.launcher.recover(_launch(job_id).name)) is not None:
+                self._watch(job_id, worker)
+                adopted += 1
+        return adopted
+
+    def _watch(self, job_id: str, running: RunningJob) -> None:
+        with self._lock:
+            self._running[job_id] = running
+        threading.Thread(target=self.watch, args=(job_id, running), daemon=True).start()
+
     def watch(self, job_id: str, running: RunningJob) -> None:
-        """Wait for the worker to end, then fail the runs it never reported."""
+        """Wait for the worker to end, then fail the runs it never reported and delete the job's files."""
         deadline = monotonic() + self.settings.job_timeout.total_seconds()
-        while (code := running.wait(POLL_S)) is None and monotonic() < deadline and not self._stopping.is_set():
-            pass
-        if code is None or self._stopping.is_set():
+        end = None
+        while end is None and monotonic() < deadline and not self._stopping.is_set():
+            end = running.wait(POLL_S)
+        if end is None or self._stopping.is_set():
             return  # overdue (the sweep fails it) or stopping (stop() does, with its own reason)
-        self._running.pop(job_id, None)
-        self._finish(job_id, code, unreported_error(running.job_dir, code))
+        with self._lock:
+            self._running.pop(job_id, None)
+        self._finish(job_id, end.exit_code, unreported_error(end))
+        delete_files(self.objects, job_key(SERVICE, job_id), INPUT_FILES)
 
     def _job(self, batch: Batch, scorable: Sequence[tuple[ClaimedRun, ScorerTrace]]) -> ScoreJob:
         return ScoreJob(
@@ -264,8 +299,6 @@ class Dispatcher:
             return
         if failed:
             log.warning("scoring runs failed", job_id=job_id, scoring_run_ids=failed, error=unreported)
-        elif exit_code == 0:
-            shutil.rmtree(self.settings.artifact_dir / job_id, ignore_errors=True)  # scratch space, fully reported
 
     def _requeue(self, job_id: str, reason: str) -> None:
         """End a job that could not run through no fault of its traces: its runs go back to the queue."""
@@ -308,23 +341,12 @@ def write_job_dir(job_dir: Path, job: ScoreJob, traces: Sequence[ScorerTrace]) -
     return job_dir
 
 
-def unreported_error(job_dir: Path, exit_code: int) -> str:
-    """Why a run the worker never reported failed: the worker's own error, or its exit code and last log line."""
-    try:
-        result = read_result(job_dir)
-    except InvalidArgument as error:
-        return f"the scoring worker's result.json is unusable: {error.message}"
-    if result is not None and result.error is not None:
-        return f"the scoring job failed: {result.error}"
-    message = f"the scoring worker exited with code {exit_code} before reporting this trace"
-    last_line = _last_log_line(job_dir)
-    return f"{message}; {last_line}" if last_line else message
+def unreported_error(end: JobEnd) -> str:
+    """Why a run the worker never reported failed: how the worker ended (its exit code and last log line)."""
+    reason = "the scoring worker ended before reporting this trace"
+    return f"{reason}: {end.detail}" if end.detail else reason
 
 
-def _last_log_line(job_dir: Path) -> str | None:
-    for name in (LOG_FILE, "launcher.log"):
-        path = job_dir / name
-        lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines() if path.is_file() else []
-        if lines:
-            return f"{name}: {lines[-1][-LOG_TAIL_CHARS:]}"
-    return None
+def _launch(job_id: str) -> JobLaunch:
+    """The launch of scoring job `job_id` (a scoring job is its own run, so its Job name follows from its id)."""
+    return JobLaunch("score", job_id, job_id, job_key(SERVICE, job_id))

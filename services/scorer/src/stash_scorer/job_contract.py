@@ -1,9 +1,11 @@
-"""The score job directory: the contract between the scorer service and its worker (the spec's file formats).
+"""The score job's files: the contract between the scorer service and its worker (the spec's file formats).
 
-The service writes `job.json`, `action_score_items.jsonl` and `score_items.jsonl` before it launches the
-worker; the worker reads them, reports each trace over gRPC as soon as it is scored, and writes
-`result.json` when it ends. Both sides use these models, so neither can drift from the other, and the
-module is free of torch: the service imports it. Validation errors name the file, the line and the field.
+The service uploads `job.json`, `action_score_items.jsonl` and `score_items.jsonl` (`INPUT_FILES`)
+before it launches the worker; the worker reads its own copy, reports each trace over gRPC as soon
+as it is scored (those reports are its output), and writes `result.json` in its scratch directory when
+it ends (run by hand on a job directory, that is where to look). Both sides use these models, so
+neither can drift from the other, and the module is free of torch: the service imports it.
+Validation errors name the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ ACTION_SCORE_ITEMS_FILE = "action_score_items.jsonl"
 SCORE_ITEMS_FILE = "score_items.jsonl"
 RESULT_FILE = "result.json"
 LOG_FILE = "worker.log"
+# What the scorer uploads under the job's key and the worker downloads into its scratch directory.
+INPUT_FILES = (JOB_FILE, ACTION_SCORE_ITEMS_FILE, SCORE_ITEMS_FILE)
 
 
 class ScoreRun(BaseModel):
@@ -137,14 +141,3 @@ def read_score_items(job_dir: Path) -> list[ScoreItem]:
     """The traces to score as a whole, in file order; none when the file is absent."""
     path = job_dir / SCORE_ITEMS_FILE
     return read_jsonl(path, ScoreItem) if path.is_file() else []
-
-
-def read_result(job_dir: Path) -> ScoreResult | None:
-    """The worker's `result.json`, or None while it has not written one (it is running or it crashed)."""
-    path = job_dir / RESULT_FILE
-    if not path.is_file():
-        return None
-    try:
-        return ScoreResult.model_validate_json(path.read_bytes())
-    except ValidationError as error:
-        raise InvalidArgument(RESULT_FILE, describe(error)) from error

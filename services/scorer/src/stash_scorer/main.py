@@ -1,8 +1,9 @@
 """Entry point: load settings, build the scorer, serve gRPC until SIGTERM.
 
 The server listens at once but reports NOT_SERVING until the scorer's tables are migrated and its
-dispatcher runs, so a health check never calls a scorer that cannot serve. The service itself never
-opens the object store: its workers download the checkpoint from the same settings.
+dispatcher runs, so a health check never calls a scorer that cannot serve. The service opens the
+object store only for its jobs' files; its workers download them and the checkpoint from the same
+settings.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from stash.rm.v1 import ingest_pb2_grpc, scorer_pb2, scorer_pb2_grpc, trainer_pb
 from stash_common.channels import peer_channel
 from stash_common.coordination import make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
-from stash_common.launcher import LocalSubprocessLauncher
+from stash_common.launcher import make_launcher
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
+from stash_common.worker_storage import WorkerStorageSettings
 from stash_scorer.api import ScorerServicer
 from stash_scorer.background import BackgroundScoring
 from stash_scorer.clients import IngestClient, TrainerClient
@@ -32,7 +34,6 @@ from stash_scorer.store import MIGRATIONS_DIR
 def job_settings(settings: ScorerSettings) -> JobSettings:
     """The batching and scoring-job settings of this scorer; its workers report to STASH_SCORER_ADDRESS."""
     return JobSettings(
-        artifact_dir=settings.artifact_dir,
         scorer_address=settings.address_of("scorer"),
         max_active_batches=settings.max_active_batches,
         batch_traces=settings.batch_traces,
@@ -52,9 +53,10 @@ def main() -> None:
     traces = IngestClient(ingest_pb2_grpc.IngestServiceStub(peer_channel(settings, "ingest")))
     models = TrainerClient(trainer_pb2_grpc.TrainerServiceStub(peer_channel(settings, "trainer")))
     background = BackgroundScoring(sessions, traces, settings.debounce_s)
-    launcher = LocalSubprocessLauncher(WORKER_MODULE)
+    launcher = make_launcher(settings.launcher, WORKER_MODULE, settings.artifact_dir)
+    objects = load(WorkerStorageSettings).object_store()  # where job files go: the workers' own settings
     wakeups = make_wakeups(settings.redis_url)
-    dispatcher = Dispatcher(sessions, traces, launcher, wakeups, job_settings(settings), background)
+    dispatcher = Dispatcher(sessions, traces, objects, launcher, wakeups, job_settings(settings), background)
     servicer = ScorerServicer(sessions, Scoring(sessions, traces, models, dispatcher.wake))
 
     def register(server: grpc.Server) -> Sequence[str]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from stash_common.settings import DEFAULT_GRPC_PORTS, ServiceSettings, cluster_required, service_config
+from stash_common.settings import DEFAULT_GRPC_PORTS, ServiceSettings, cluster_required, service_config, shared
 
 
 class ScorerSettings(ServiceSettings):
@@ -24,9 +24,12 @@ class ScorerSettings(ServiceSettings):
     redis_url: str | None = cluster_required(
         "STASH_SCORER_REDIS_URL", "Redis URL for waking every scorer replica when a scoring run is queued"
     )
+    launcher: Literal["local", "kubernetes"] = shared(
+        "STASH_LAUNCHER", "local", "where workers run: local subprocesses, or Kubernetes Jobs (STASH_JOB_* settings)"
+    )
     artifact_dir: Path = Field(
         default_factory=lambda fields: fields["data_dir"] / "scoring-jobs",
-        description="scratch space for scoring job directories (default: <data dir>/scoring-jobs)",
+        description="where local scoring workers' output goes, one log per job (default: <data dir>/scoring-jobs)",
     )
     debounce_s: float = Field(
         30.0, ge=0, description="a changed trace is scored once its owner has made no further change for this long"

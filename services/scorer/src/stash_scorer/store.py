@@ -427,6 +427,11 @@ def finish_job(session: Session, job_id: str, exit_code: int | None, unreported_
     return [row.id for row in unreported]
 
 
+def running_job_ids(session: Session) -> list[str]:
+    """Every running job (its worker runs here, on another replica, or nowhere any more)."""
+    return list(session.scalars(select(ScoringJobRow.id).where(ScoringJobRow.status == RUNNING)))
+
+
 def overdue_jobs(session: Session, started_before: datetime) -> list[str]:
     """Running jobs started before the cutoff (their worker is stuck, or its service went away)."""
     query = select(ScoringJobRow.id).where(ScoringJobRow.status == RUNNING, ScoringJobRow.created_at < started_before)

@@ -176,7 +176,7 @@ def test_the_command_line_needs_one_existing_job_directory(tmp_path: Path) -> No
     )
 
     assert done.returncode == 2
-    assert "usage: python -m stash_scorer.worker <job_dir>" in done.stderr
+    assert "usage: python -m stash_scorer.worker --job <job key> | <job_dir>" in done.stderr
 
 
 def test_an_invalid_job_file_fails_with_the_field(tmp_path: Path) -> None:

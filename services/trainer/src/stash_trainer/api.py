@@ -24,7 +24,7 @@ from stash_common.storage import ObjectStore
 from stash_common.training_metrics import check_training_metrics
 from stash_trainer import store
 from stash_trainer.clients import TraceClient
-from stash_trainer.jobs import Dispatcher
+from stash_trainer.jobs import Dispatcher, archive_key
 from stash_trainer.pairs.automatic import parse_training_config
 from stash_trainer.pairs.dataset import DEFAULT_MAX_PAIRS, MIN_PAIRS
 from stash_trainer.pairs.preference import export_line
@@ -158,22 +158,36 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
     def CompleteJob(
         self, request: trainer_pb2.CompleteJobRequest, context: grpc.ServicerContext
     ) -> trainer_pb2.CompleteJobResponse:
-        """Record how a remote worker's job ended: metrics and checkpoint key, or the error."""
-        if request.status == common_pb2.JOB_STATUS_SUCCEEDED:
-            if not request.HasField("artifact_key") or not request.HasField("metrics"):
-                raise InvalidArgument("artifact_key", "a succeeded job reports its metrics and checkpoint key")
-            check_training_metrics(json_of(request.metrics))
+        """Record how a worker's job ended (metrics and checkpoint, or the error); a success publishes its scores."""
+        succeeded = request.status == common_pb2.JOB_STATUS_SUCCEEDED
+        if succeeded:
+            self._check_success(request)
         elif request.status != common_pb2.JOB_STATUS_FAILED:
             raise InvalidArgument("status", "must be JOB_STATUS_SUCCEEDED or JOB_STATUS_FAILED")
         with transaction(self.sessions) as session:
             row = _reporting_job(session, request)
-            if request.status == common_pb2.JOB_STATUS_SUCCEEDED:
+            if succeeded:
                 row.metrics, row.artifact_key = json_of(request.metrics), request.artifact_key
+                row.progress = {**row.progress, "stage": "done"}
                 store.finish(row, store.SUCCEEDED)
             else:
+                row.progress = {**row.progress, "stage": "failed"}
                 store.finish(row, store.FAILED, request.error or "the training job failed")
             message = model_to_proto(row)
+        if succeeded:
+            self.dispatcher.publish_job_scores(owner_of(request), request.reward_model_id, request.job_id)
         return trainer_pb2.CompleteJobResponse(reward_model=message)
+
+    def _check_success(self, request: trainer_pb2.CompleteJobRequest) -> None:
+        """A success reports the shared metric keys and the model's own checkpoint archive, already stored."""
+        if not request.HasField("artifact_key") or not request.HasField("metrics"):
+            raise InvalidArgument("artifact_key", "a succeeded job reports its metrics and checkpoint key")
+        check_training_metrics(json_of(request.metrics))
+        expected = archive_key(owner_of(request), request.reward_model_id)
+        if request.artifact_key != expected:
+            raise InvalidArgument("artifact_key", f"must be {expected}, this model's checkpoint archive")
+        if not self.objects.exists(expected):
+            raise InvalidArgument("artifact_key", f"no checkpoint archive is stored at {expected}: upload it first")
 
 
 def model_from_request(
@@ -217,11 +231,9 @@ def _bounded(field: str, value: int, low: int, high: int) -> int:
 def _reporting_job(
     session: Session, request: trainer_pb2.ReportJobProgressRequest | trainer_pb2.CompleteJobRequest
 ) -> store.RewardModelRow:
-    """The running model a remote worker reports on; another owner's model is not found."""
-    row = store.running_job(session, request.reward_model_id, request.job_id)
-    if row.owner_id != owner_of(request):
-        raise NotFound(f"reward model {request.reward_model_id} not found")
-    return row
+    """The running model a remote worker reports on; another owner's model is not found, before its state is told."""
+    store.find_model(session, owner_of(request), request.reward_model_id)
+    return store.running_job(session, request.reward_model_id, request.job_id)
 
 
 def model_to_proto(row: store.RewardModelRow) -> trainer_pb2.RewardModel:

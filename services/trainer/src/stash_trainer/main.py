@@ -11,7 +11,7 @@ from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2_grpc, scorer_pb2_grpc, trai
 from stash_common.channels import peer_channel
 from stash_common.coordination import make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
-from stash_common.launcher import LocalSubprocessLauncher
+from stash_common.launcher import make_launcher
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
@@ -35,9 +35,9 @@ def make_extractor(settings: TrainerSettings) -> FeedbackExtractor | None:
 
 
 def job_settings(settings: TrainerSettings) -> JobSettings:
-    """The training-job settings of this trainer."""
+    """The training-job settings of this trainer; its workers report to STASH_TRAINER_ADDRESS."""
     return JobSettings(
-        artifact_dir=settings.artifact_dir,
+        report_address=settings.address_of("trainer"),
         max_length=settings.max_length,
         batch_size=settings.batch_size,
         learning_rate=settings.learning_rate,
@@ -73,12 +73,12 @@ def main() -> None:
         traces,
         scores,
         objects,
-        LocalSubprocessLauncher(WORKER_MODULE),
+        make_launcher(settings.launcher, WORKER_MODULE, settings.artifact_dir),
         wakeups,
         job_settings(settings),
         make_extractor(settings),
     )
-    servicer = TrainerServicer(sessions, traces, objects, dispatcher, settings.base_model, settings.compute)
+    servicer = TrainerServicer(sessions, traces, objects, dispatcher, settings.base_model, settings.launcher)
 
     def register(server: grpc.Server) -> Sequence[str]:
         trainer_pb2_grpc.add_TrainerServiceServicer_to_server(servicer, server)

@@ -38,10 +38,12 @@ class TrainerSettings(ServiceSettings):
         default_factory=lambda fields: CLUSTER_BASE_MODEL if fields["profile"] == "cluster" else EMBEDDED_BASE_MODEL,
         description=f"default base model (embedded: {EMBEDDED_BASE_MODEL}, packaged; cluster: {CLUSTER_BASE_MODEL})",
     )
-    compute: Literal["local"] = Field("local", description="where training jobs run: local subprocesses")
+    launcher: Literal["local", "kubernetes"] = shared(
+        "STASH_LAUNCHER", "local", "where workers run: local subprocesses, or Kubernetes Jobs (STASH_JOB_* settings)"
+    )
     artifact_dir: Path = Field(
         default_factory=lambda fields: fields["data_dir"] / "jobs",
-        description="scratch space for job directories (default: <data dir>/jobs)",
+        description="where local workers' output goes, one log per job (default: <data dir>/jobs)",
     )
     submit_timeout_s: float = Field(35 * 60, gt=0, description="a claimed model whose job never started fails after")
     job_timeout_s: float = Field(70 * 60, gt=0, description="a running job fails after")

@@ -223,4 +223,4 @@ def test_command_line_needs_one_existing_job_directory(tmp_path: Path) -> None:
     )
 
     assert done.returncode == 2
-    assert "usage: python -m stash_trainer.worker <job_dir>" in done.stderr
+    assert "usage: python -m stash_trainer.worker --job <job key> | <job_dir>" in done.stderr

@@ -2,8 +2,9 @@
 
 Everything that can fail without a model (the job files, the providers' keys, the archive, the
 reward statistics) is checked before torch is imported. The seed body is evaluated first, then GEPA
-proposes bodies with the reflection model until the metric-call budget is spent; `progress.json`
-follows the budget. `result.json` is always written: the spec's result on success, else the error.
+proposes bodies with the reflection model until the metric-call budget is spent; the budget spent
+goes to `on_progress` (by hand: `progress.json`; launched: a report to the service). `result.json`
+is always written: the spec's result on success, else the error.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -42,15 +44,18 @@ from stash_gepa.worker.skill import COMPONENT, SEED_BODY, SkillIdentity, naming_
 LOG = logging.getLogger(__name__)
 
 
-class ProgressFile:
-    """A GEPA callback that keeps `progress.json` at the metric calls used."""
+ProgressCallback = Callable[[int], None]  # the metric calls used so far
 
-    def __init__(self, job_dir: Path) -> None:
-        self.job_dir = job_dir
+
+class BudgetProgress:
+    """A GEPA callback that passes the metric calls used to `on_progress`."""
+
+    def __init__(self, on_progress: ProgressCallback) -> None:
+        self.on_progress = on_progress
 
     def on_budget_updated(self, event: BudgetUpdatedEvent) -> None:
-        """Record the budget GEPA has spent."""
-        write_progress(self.job_dir, event["metric_calls_used"])
+        """Pass on the budget GEPA has spent."""
+        self.on_progress(event["metric_calls_used"])
 
 
 class LogLines:
@@ -61,11 +66,14 @@ class LogLines:
         LOG.info("gepa: %s", message)
 
 
-def run_job(job_dir: Path) -> int:
-    """Run the GEPA job in `job_dir`, always writing `result.json`; 0 on success, 1 on failure."""
+def run_job(job_dir: Path, on_progress: ProgressCallback | None = None) -> int:
+    """Run the GEPA job in `job_dir`, always writing `result.json`; 0 on success, 1 on failure.
+
+    The metric calls used go to `on_progress`, or into `progress.json` without one.
+    """
     with job_log(job_dir / LOG_FILE):
         try:
-            result = optimise(job_dir)
+            result = optimise(job_dir, on_progress or (lambda used: write_progress(job_dir, used)))
         except StashError as error:
             return fail(job_dir, error.message)
         except Exception as error:  # the service must still find a result.json with the reason
@@ -83,7 +91,7 @@ def fail(job_dir: Path, message: str) -> int:
     return 1
 
 
-def optimise(job_dir: Path) -> GepaResult:
+def optimise(job_dir: Path, on_progress: ProgressCallback) -> GepaResult:
     """The best skill GEPA finds for the job's examples, with the seed and every candidate."""
     started = time.perf_counter()
     job, examples = read_job(job_dir), read_examples(job_dir)
@@ -115,7 +123,7 @@ def optimise(job_dir: Path) -> GepaResult:
             reflection_minibatch_size=job.reflection_minibatch_size,
             seed=job.seed,
             # gepa calls only the methods a callback has: every method of its protocol is optional.
-            callbacks=[cast(GEPACallback, ProgressFile(job_dir))],
+            callbacks=[cast(GEPACallback, BudgetProgress(on_progress))],
             logger=LogLines(),
         )
     timings = Timings(

@@ -1,24 +1,37 @@
-"""`python -m stash_trainer.worker <job_dir>`: run one training job; the exit code is non-zero on failure."""
+"""`python -m stash_trainer.worker --job <key>` (as launched) or `<job_dir>` (by hand): run one training job.
+
+`--job` runs the job stored under `key` in object storage and reports to the trainer over gRPC
+(`stash_trainer.worker.remote`); a job directory is run in place, its result left in `result.json`.
+The exit code is non-zero on failure.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-USAGE = "usage: python -m stash_trainer.worker <job_dir>"
+USAGE = "usage: python -m stash_trainer.worker --job <job key> | <job_dir>"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the job directory named on the command line; 0 on success, 1 on a failed job, 2 on bad usage."""
+    """Run the job named on the command line; 0 on success, 1 on a failed job, 2 on bad usage."""
     args = sys.argv[1:] if argv is None else list(argv)
-    if len(args) != 1 or not Path(args[0]).is_dir():
-        print(f"{USAGE} (an existing job directory)", file=sys.stderr)
+    stored = len(args) == 2 and args[0] == "--job" and bool(args[1])
+    if not stored and (len(args) != 1 or not Path(args[0]).is_dir()):
+        print(f"{USAGE} (a stored job's key, or an existing job directory)", file=sys.stderr)
         return 2
     # huggingface_hub and tokenizers read these once, when first imported: set them before anything loads them.
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if stored:
+        # The launcher keeps this output (a pod's log): it is how an operator sees a job that failed.
+        logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        from stash_trainer.worker.remote import run_stored_job
+
+        return run_stored_job(args[1])
     from stash_trainer.worker.runner import run_job
 
     return run_job(Path(args[0]))

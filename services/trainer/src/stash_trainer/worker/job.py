@@ -29,6 +29,9 @@ SCORES_FILE = "scores.jsonl"
 ACTION_SCORES_FILE = "action_scores.jsonl"
 MODEL_DIR = "model"
 LOG_FILE = "worker.log"
+# What the trainer uploads under the job's key and the worker downloads, and what the worker uploads beside them.
+INPUT_FILES = (JOB_FILE, PAIRS_FILE, SCORE_ITEMS_FILE, ACTION_SCORE_ITEMS_FILE)
+OUTPUT_FILES = (RESULT_FILE, SCORES_FILE, ACTION_SCORES_FILE)
 
 
 class TrainJob(BaseModel):

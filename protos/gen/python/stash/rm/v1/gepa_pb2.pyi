@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from stash.rm.v1 import common_pb2 as _common_pb2
@@ -517,3 +518,114 @@ class RetryGepaRunResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RetryGepaRunResponse: _TypeAlias = RetryGepaRunResponse  # noqa: Y015
+
+@_typing.final
+class ReportGepaProgressRequest(_message.Message):
+    """Request of ReportGepaProgress."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    GEPA_RUN_ID_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    METRIC_CALLS_USED_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """Owner of the GEPA run."""
+    gepa_run_id: _builtins.str
+    """The GEPA run being optimised."""
+    job_id: _builtins.str
+    """The launch the report comes from; reports from a superseded launch get FAILED_PRECONDITION."""
+    metric_calls_used: _builtins.int
+    """Metric calls GEPA has used of the run's budget."""
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        gepa_run_id: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        metric_calls_used: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gepa_run_id", b"gepa_run_id", "job_id", b"job_id", "metric_calls_used", b"metric_calls_used", "owner_id", b"owner_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReportGepaProgressRequest: _TypeAlias = ReportGepaProgressRequest  # noqa: Y015
+
+@_typing.final
+class ReportGepaProgressResponse(_message.Message):
+    """Response of ReportGepaProgress."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReportGepaProgressResponse: _TypeAlias = ReportGepaProgressResponse  # noqa: Y015
+
+@_typing.final
+class CompleteGepaJobRequest(_message.Message):
+    """Request of CompleteGepaJob."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    GEPA_RUN_ID_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """Owner of the GEPA run."""
+    gepa_run_id: _builtins.str
+    """The GEPA run optimised."""
+    job_id: _builtins.str
+    """The launch the report comes from; reports from a superseded launch get FAILED_PRECONDITION."""
+    @_builtins.property
+    def result(self) -> _struct_pb2.Struct:
+        """The worker's result.json: the spec's result keys when it succeeded, else {"error"}; validated by the service."""
+
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        gepa_run_id: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        result: _struct_pb2.Struct | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gepa_run_id", b"gepa_run_id", "job_id", b"job_id", "owner_id", b"owner_id", "result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompleteGepaJobRequest: _TypeAlias = CompleteGepaJobRequest  # noqa: Y015
+
+@_typing.final
+class CompleteGepaJobResponse(_message.Message):
+    """Response of CompleteGepaJob."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GEPA_RUN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def gepa_run(self) -> Global___GepaRun:
+        """The run after the report."""
+
+    def __init__(
+        self,
+        *,
+        gepa_run: Global___GepaRun | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["gepa_run", b"gepa_run"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gepa_run", b"gepa_run"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompleteGepaJobResponse: _TypeAlias = CompleteGepaJobResponse  # noqa: Y015

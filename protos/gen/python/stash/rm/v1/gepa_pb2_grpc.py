@@ -61,6 +61,16 @@ class GepaServiceStub:
                 request_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunRequest.SerializeToString,
                 response_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunResponse.FromString,
                 _registered_method=True)
+        self.ReportGepaProgress = channel.unary_unary(
+                '/stash.rm.v1.GepaService/ReportGepaProgress',
+                request_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.ReportGepaProgressRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.ReportGepaProgressResponse.FromString,
+                _registered_method=True)
+        self.CompleteGepaJob = channel.unary_unary(
+                '/stash.rm.v1.GepaService/CompleteGepaJob',
+                request_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.CompleteGepaJobRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.CompleteGepaJobResponse.FromString,
+                _registered_method=True)
 
 
 class GepaServiceServicer:
@@ -103,6 +113,20 @@ class GepaServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportGepaProgress(self, request, context):
+        """Records a GEPA worker's progress (metric calls used) on its running run (sent by the worker).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompleteGepaJob(self, request, context):
+        """Records the end of a GEPA job: its result or its error (sent by the worker).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GepaServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -130,6 +154,16 @@ def add_GepaServiceServicer_to_server(servicer, server):
                     servicer.RetryGepaRun,
                     request_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunRequest.FromString,
                     response_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunResponse.SerializeToString,
+            ),
+            'ReportGepaProgress': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportGepaProgress,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.ReportGepaProgressRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.ReportGepaProgressResponse.SerializeToString,
+            ),
+            'CompleteGepaJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteGepaJob,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.CompleteGepaJobRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.CompleteGepaJobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -269,6 +303,60 @@ class GepaService:
             '/stash.rm.v1.GepaService/RetryGepaRun',
             stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunRequest.SerializeToString,
             stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportGepaProgress(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.GepaService/ReportGepaProgress',
+            stash_dot_rm_dot_v1_dot_gepa__pb2.ReportGepaProgressRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_gepa__pb2.ReportGepaProgressResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteGepaJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.GepaService/CompleteGepaJob',
+            stash_dot_rm_dot_v1_dot_gepa__pb2.CompleteGepaJobRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_gepa__pb2.CompleteGepaJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -45,6 +45,10 @@ class GepaServiceStub:
     """Returns the best skill of a succeeded run as a rendered SKILL.md."""
     RetryGepaRun: _grpc.UnaryUnaryMultiCallable[_gepa_pb2.RetryGepaRunRequest, _gepa_pb2.RetryGepaRunResponse]
     """Queues a failed GEPA run again, keeping its id and settings."""
+    ReportGepaProgress: _grpc.UnaryUnaryMultiCallable[_gepa_pb2.ReportGepaProgressRequest, _gepa_pb2.ReportGepaProgressResponse]
+    """Records a GEPA worker's progress (metric calls used) on its running run (sent by the worker)."""
+    CompleteGepaJob: _grpc.UnaryUnaryMultiCallable[_gepa_pb2.CompleteGepaJobRequest, _gepa_pb2.CompleteGepaJobResponse]
+    """Records the end of a GEPA job: its result or its error (sent by the worker)."""
 
 @_typing.type_check_only
 class GepaServiceAsyncStub(GepaServiceStub):
@@ -63,6 +67,10 @@ class GepaServiceAsyncStub(GepaServiceStub):
     """Returns the best skill of a succeeded run as a rendered SKILL.md."""
     RetryGepaRun: _aio.UnaryUnaryMultiCallable[_gepa_pb2.RetryGepaRunRequest, _gepa_pb2.RetryGepaRunResponse]  # type: ignore[assignment]
     """Queues a failed GEPA run again, keeping its id and settings."""
+    ReportGepaProgress: _aio.UnaryUnaryMultiCallable[_gepa_pb2.ReportGepaProgressRequest, _gepa_pb2.ReportGepaProgressResponse]  # type: ignore[assignment]
+    """Records a GEPA worker's progress (metric calls used) on its running run (sent by the worker)."""
+    CompleteGepaJob: _aio.UnaryUnaryMultiCallable[_gepa_pb2.CompleteGepaJobRequest, _gepa_pb2.CompleteGepaJobResponse]  # type: ignore[assignment]
+    """Records the end of a GEPA job: its result or its error (sent by the worker)."""
 
 class GepaServiceServicer(metaclass=_abc_1.ABCMeta):
     """GepaService runs GEPA to write a SKILL.md for the agent, with a succeeded
@@ -108,5 +116,21 @@ class GepaServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_gepa_pb2.RetryGepaRunResponse, _abc.Awaitable[_gepa_pb2.RetryGepaRunResponse]]:
         """Queues a failed GEPA run again, keeping its id and settings."""
+
+    @_abc_1.abstractmethod
+    def ReportGepaProgress(
+        self,
+        request: _gepa_pb2.ReportGepaProgressRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gepa_pb2.ReportGepaProgressResponse, _abc.Awaitable[_gepa_pb2.ReportGepaProgressResponse]]:
+        """Records a GEPA worker's progress (metric calls used) on its running run (sent by the worker)."""
+
+    @_abc_1.abstractmethod
+    def CompleteGepaJob(
+        self,
+        request: _gepa_pb2.CompleteGepaJobRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gepa_pb2.CompleteGepaJobResponse, _abc.Awaitable[_gepa_pb2.CompleteGepaJobResponse]]:
+        """Records the end of a GEPA job: its result or its error (sent by the worker)."""
 
 def add_GepaServiceServicer_to_server(servicer: GepaServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

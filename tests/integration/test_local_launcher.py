@@ -1,0 +1,66 @@
+"""The local launcher runs a real subprocess per job and says how it ended; a job's files go through object storage."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from stash_common.job_transfer import delete_files, download_files, job_key, upload_files
+from stash_common.launcher import JobEnd, JobLaunch, LocalSubprocessLauncher
+from stash_common.storage import LocalObjectStore
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+JOB = JobLaunch("train", "model-1", "job-1", "jobs/trainer/job-1")
+
+
+def _ended(launcher: LocalSubprocessLauncher) -> JobEnd | None:
+    worker = launcher.launch(JOB)
+    deadline = time.monotonic() + 30
+    while (end := worker.wait(0.2)) is None and time.monotonic() < deadline:
+        pass
+    return end
+
+
+def _launcher(tmp_path: Path, exit_code: int) -> LocalSubprocessLauncher:
+    env = {"PYTHONPATH": str(TESTS_DIR), "STASH_TEST_EXIT_CODE": str(exit_code)}
+    return LocalSubprocessLauncher("support.exiting_worker", tmp_path / "logs", env)
+
+
+def test_a_worker_that_fails_is_named_by_its_exit_code_and_last_log_line(tmp_path: Path) -> None:
+    launcher = _launcher(tmp_path, 3)
+
+    end = _ended(launcher)
+
+    assert end == JobEnd(
+        False,
+        "the worker exited with code 3; stash-train-job-1.log: worker for jobs/trainer/job-1 ends on purpose",
+        3,
+    )
+    assert (tmp_path / "logs" / "stash-train-job-1.log").is_file()  # kept for whoever investigates
+
+
+def test_a_worker_that_succeeds_leaves_no_log_and_a_duplicate_launch_is_the_same_worker(tmp_path: Path) -> None:
+    launcher = _launcher(tmp_path, 0)
+
+    end = _ended(launcher)
+
+    assert end == JobEnd(True, exit_code=0)
+    assert not (tmp_path / "logs" / "stash-train-job-1.log").exists()
+    assert launcher.launch(JOB) is launcher.recover(JOB.name)
+    assert _launcher(tmp_path, 0).recover(JOB.name) is None  # another process's subprocess cannot be found
+
+
+def test_a_jobs_files_travel_through_object_storage_and_are_deleted_after(tmp_path: Path) -> None:
+    objects = LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32)
+    staging, scratch = tmp_path / "staging", tmp_path / "scratch"
+    staging.mkdir()
+    scratch.mkdir()
+    (staging / "job.json").write_text("{}")
+    key = job_key("trainer", "job-1")
+
+    upload_files(objects, key, staging, ["job.json", "pairs.jsonl"])  # pairs.jsonl was not written: skipped
+    found = download_files(objects, key, scratch, ["job.json", "pairs.jsonl"])
+    delete_files(objects, key, ["job.json", "pairs.jsonl"])
+
+    assert (key, found, (scratch / "job.json").read_text()) == ("jobs/trainer/job-1", ["job.json"], "{}")
+    assert not objects.exists(f"{key}/job.json")
