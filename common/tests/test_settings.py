@@ -9,10 +9,12 @@ from stash_common.settings import load
 from stash_gateway.settings import GatewaySettings
 from stash_ingest.settings import IngestSettings
 
+PEER_VARIABLES = [f"STASH_{peer}_{kind}" for peer in ("INGEST", "LABELER", "GEPA") for kind in ("PORT", "ADDRESS")]
+
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("STASH_PROFILE", "STASH_GATEWAY_DATABASE_URL", "STASH_INGEST_PORT", "STASH_S3_BUCKET"):
+    for name in ("STASH_PROFILE", "STASH_GATEWAY_DATABASE_URL", "STASH_S3_BUCKET", *PEER_VARIABLES):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("STASH_DATA_DIR", str(tmp_path))
 
@@ -56,3 +58,19 @@ def test_service_prefix_sets_the_port(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STASH_INGEST_PORT", "6001")
 
     assert load(IngestSettings).port == 6001
+
+
+def test_peer_addresses_follow_the_configured_ports(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STASH_LABELER_PORT", "6002")
+    monkeypatch.setenv("STASH_INGEST_PORT", "6001")
+
+    assert load(IngestSettings).address_of("labeler") == "127.0.0.1:6002"
+    assert load(GatewaySettings).address_of("ingest") == "127.0.0.1:6001"
+    assert load(GatewaySettings).address_of("gepa") == "127.0.0.1:50055"
+
+
+def test_an_explicit_peer_address_wins_over_the_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STASH_LABELER_PORT", "6002")
+    monkeypatch.setenv("STASH_LABELER_ADDRESS", "labeler.internal:7002")
+
+    assert load(IngestSettings).address_of("labeler") == "labeler.internal:7002"

@@ -68,17 +68,28 @@ def cluster_env(postgres_url: str, redis_url: str) -> dict[str, str]:
     return env
 
 
+def launch_up(env: dict[str, str], ignoring: tuple[signal.Signals, ...] = ()) -> subprocess.Popen[str]:
+    """`stash-rm up` as a child with its output captured, inheriting `ignoring` as ignored signals (as from nohup)."""
+
+    def ignore() -> None:
+        for signum in ignoring:
+            signal.signal(signum, signal.SIG_IGN)
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "stash_cli", "up"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=ignore if ignoring else None,
+    )
+
+
 @contextmanager
 def running_stack(data_dir: Path, **env: str) -> Iterator[RunningStack]:
     """`stash-rm up` until the gateway URL is printed; Ctrl-C afterwards."""
     full_env = stack_env(data_dir, COLUMNS="200", **env)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "stash_cli", "up"],
-        env=full_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    process = launch_up(full_env)
     try:
         read_until(process, "Gateway:")
         yield RunningStack(data_dir, full_env, process)

@@ -3,15 +3,23 @@
 `stash-rm up` and `stash-rm demo` start it; every service runs the same code as in the
 cluster, as `python -m stash_<service>`, with its addresses, ports and data directory
 passed through the environment.
+
+`up` supervises its children: a service that exits is started again after a backoff that doubles
+with every crash in a row (0.5 s up to 30 s), and each restart is counted in `run/<service>.restarts`
+for `stash-rm status`. On Linux every child also asks the kernel for SIGTERM when `up` itself dies,
+so not even a `kill -9` of `up` leaves a service behind.
 """
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +30,11 @@ from stash_common.channels import check_health, open_channel
 from stash_common.settings import DEFAULT_GRPC_PORTS, load
 
 GRPC_SERVICES: tuple[str, ...] = tuple(DEFAULT_GRPC_PORTS)
+ALL_SERVICES: tuple[str, ...] = (*GRPC_SERVICES, "gateway")
+FIRST_RESTART_DELAY_S = 0.5
+LONGEST_RESTART_DELAY_S = 30.0
+STABLE_AFTER_S = 30.0  # a service that ran this long before exiting starts again after the first delay
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
 class StackError(RuntimeError):
@@ -49,6 +62,34 @@ class Layout:
         """Where a service of the local stack writes its structured logs."""
         return self.data_dir / "logs" / f"{service}.log"
 
+    def restarts_file(self, service: str) -> Path:
+        """Where `up` counts the restarts of a service (JSON: restarts, last_exit_code)."""
+        return self.data_dir / "run" / f"{service}.restarts"
+
+
+@dataclass
+class Restarts:
+    """What `up` knows about a service's crashes: how often it restarted it, and what is pending."""
+
+    count: int = 0
+    last_exit_code: int | None = None
+    crashes_in_a_row: int = 0
+    due_at: float | None = None  # monotonic time of the pending restart; None while the service runs
+
+    def schedule(self, exit_code: int, ran_s: float) -> float:
+        """Note a crash after `ran_s` seconds of running; returns the delay before the restart."""
+        self.last_exit_code = exit_code
+        self.crashes_in_a_row = 1 if ran_s >= STABLE_AFTER_S else self.crashes_in_a_row + 1
+        delay = min(LONGEST_RESTART_DELAY_S, FIRST_RESTART_DELAY_S * 2 ** (self.crashes_in_a_row - 1))
+        self.due_at = time.monotonic() + delay
+        return delay
+
+
+def read_restarts(layout: Layout, service: str) -> dict[str, int | None]:
+    """The restart count `up` recorded for a service ({} when `up` is not running it)."""
+    path = layout.restarts_file(service)
+    return json.loads(path.read_text()) if path.exists() else {}
+
 
 def read_layout() -> Layout:
     """The ports and data directory from the environment (or the embedded defaults)."""
@@ -67,6 +108,8 @@ class Stack:
 
     layout: Layout
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    started_at: dict[str, float] = field(default_factory=dict)
+    restarts: dict[str, Restarts] = field(default_factory=dict)
 
     def environment(self) -> dict[str, str]:
         """The environment every child gets: this one, plus the data dir and every peer's address."""
@@ -77,26 +120,52 @@ class Stack:
 
     def start(self) -> None:
         """Start the gRPC services, then the gateway, each as its own process."""
-        env = self.environment()
-        for name in [*GRPC_SERVICES, "gateway"]:
-            log_path = self.layout.log_file(name)
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            with log_path.open("ab") as log:
-                self.processes[name] = subprocess.Popen(
-                    [sys.executable, "-m", f"stash_{name}"],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    start_new_session=True,  # Ctrl-C reaches `up`, which stops the children in order.
-                )
-            pid_file = self.layout.pid_file(name)
-            pid_file.parent.mkdir(parents=True, exist_ok=True)
-            pid_file.write_text(str(self.processes[name].pid))
+        for name in ALL_SERVICES:
+            self.launch(name)
+
+    def launch(self, name: str) -> None:
+        """Start one service (again), appending to its log, and record its pid and restart count."""
+        log_path = self.layout.log_file(name)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as log:
+            self.processes[name] = subprocess.Popen(
+                [sys.executable, "-m", f"stash_{name}"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.environment(),
+                start_new_session=True,  # Ctrl-C reaches `up`, which stops the children in order.
+                preexec_fn=_die_with_parent(os.getpid()),
+            )
+        self.started_at[name] = time.monotonic()
+        pid_file = self.layout.pid_file(name)
+        pid_file.parent.mkdir(parents=True, exist_ok=True)
+        pid_file.write_text(str(self.processes[name].pid))
+        self._save_restarts(name)
+
+    def supervise(self) -> list[str]:
+        """Notice services that exited and restart those whose backoff has passed; returns what happened."""
+        events = []
+        for name, code in self.exited().items():
+            restarts = self.restarts.setdefault(name, Restarts())
+            if restarts.due_at is None:
+                delay = restarts.schedule(code, time.monotonic() - self.started_at[name])
+                events.append(f"{name} exited with code {code}; restarting in {delay:.1f}s")
+            elif time.monotonic() >= restarts.due_at:
+                restarts.count += 1
+                restarts.due_at = None
+                self.launch(name)
+                events.append(f"{name} restarted (restart {restarts.count}, pid {self.processes[name].pid})")
+        return events
+
+    def _save_restarts(self, name: str) -> None:
+        restarts = self.restarts.get(name, Restarts())
+        record = {"restarts": restarts.count, "last_exit_code": restarts.last_exit_code}
+        self.layout.restarts_file(name).write_text(json.dumps(record))
 
     def wait_healthy(self, timeout_s: float = 60.0) -> None:
         """Block until every gRPC service reports SERVING and the gateway's /healthz answers 200."""
         deadline = time.monotonic() + timeout_s
-        pending = set(GRPC_SERVICES) | {"gateway"}
+        pending = set(ALL_SERVICES)
         while pending:
             self.raise_if_exited()
             pending = {name for name in pending if not self.is_healthy(name)}
@@ -136,6 +205,21 @@ class Stack:
                 process.kill()
                 process.wait()
             self.layout.pid_file(name).unlink(missing_ok=True)
+            self.layout.restarts_file(name).unlink(missing_ok=True)
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
+    """What a child runs before exec so that the kernel sends it SIGTERM when `up` dies (Linux only)."""
+    if sys.platform != "linux":
+        return None
+    prctl = ctypes.CDLL(None).prctl  # looked up here: between fork and exec the child only calls it
+
+    def ask_for_sigterm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent_pid:  # `up` died before the request took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return ask_for_sigterm
 
 
 def gateway_health(layout: Layout) -> tuple[int | None, dict[str, object]]:

@@ -3,6 +3,10 @@
 The database rows are the queue and the truth. A wake-up (in-process, or a Redis stream that every
 replica reads) only makes the loop look early; the periodic sweep recovers whatever a lost wake-up
 or a crashed worker left behind. Neither a failing pass nor an unreachable Redis stops the loop.
+
+Services start in any order, so a pass that finds a peer out of reach (`Unavailable`) is no error:
+it is logged at info level and the whole pass is tried again after a backoff (0.5 s, doubling up
+to the sweep interval), not only at the next sweep.
 """
 
 from __future__ import annotations
@@ -14,8 +18,29 @@ from time import monotonic
 import structlog
 
 from stash_common.coordination import Subscription, Wakeups
+from stash_common.errors import Unavailable
 
 log = structlog.get_logger()
+FIRST_RETRY_S = 0.5
+
+
+class Backoff:
+    """Delays that double from `first_s` up to `longest_s`, until `reset`."""
+
+    def __init__(self, first_s: float, longest_s: float) -> None:
+        self.first_s = first_s
+        self.longest_s = longest_s
+        self._next_s = first_s
+
+    def next_delay(self) -> float:
+        """The delay to wait now; the one after it is twice as long (at most `longest_s`)."""
+        delay = min(self._next_s, self.longest_s)
+        self._next_s = min(self._next_s * 2, self.longest_s)
+        return delay
+
+    def reset(self) -> None:
+        """Start again from `first_s`."""
+        self._next_s = self.first_s
 
 
 class QueueLoop:
@@ -56,13 +81,20 @@ class QueueLoop:
 
     def _run(self) -> None:
         subscription = self.wakeups.subscribe(self.topic)
+        retry = Backoff(FIRST_RETRY_S, self.sweep_interval_s)
         next_sweep = 0.0
         try:
             while not self.stopping.is_set():
-                if monotonic() >= next_sweep:
-                    self._guarded(self.sweep)
+                sweeping = monotonic() >= next_sweep
+                if sweeping:
                     next_sweep = monotonic() + self.sweep_interval_s
-                self._guarded(self.drain)
+                outage = (self._guarded(self.sweep) if sweeping else None) or self._guarded(self.drain)
+                if outage is None:
+                    retry.reset()
+                else:
+                    delay = retry.next_delay()
+                    log.info("a peer is out of reach; trying again", loop=self.name, reason=outage, retry_in_s=delay)
+                    next_sweep = min(next_sweep, monotonic() + delay)
                 self._wait(subscription, max(0.0, min(self.sweep_interval_s, next_sweep - monotonic())))
         finally:
             subscription.close()
@@ -74,8 +106,12 @@ class QueueLoop:
             log.exception("wake-ups unavailable; polling", loop=self.name)
             self.stopping.wait(min(timeout_s, 1.0))
 
-    def _guarded(self, work: Callable[[], object]) -> None:
+    def _guarded(self, work: Callable[[], object]) -> str | None:
+        """Run one pass; returns what was out of reach when a peer was (None otherwise)."""
         try:
             work()
-        except Exception:  # a database or peer outage must not end the loop; the next pass retries
+        except Unavailable as error:
+            return error.message
+        except Exception:  # a database outage or a bug must not end the loop; the next pass retries
             log.exception("background pass failed", loop=self.name)
+        return None

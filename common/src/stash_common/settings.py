@@ -50,6 +50,15 @@ def shared(env: str, default: Any, description: str) -> Any:
     return Field(default, validation_alias=env, description=description, json_schema_extra={"env": env})
 
 
+def peer_address(peer: str, description: str) -> Any:
+    """A peer's `host:port` (`STASH_<PEER>_ADDRESS`); unset, it is filled in from the peer's configured port."""
+    env = f"STASH_{peer.upper()}_ADDRESS"
+    # None is a placeholder, as in `cluster_required`: `_fill_peer_addresses` replaces it once the ports are read.
+    return Field(
+        None, validation_alias=env, description=description, validate_default=False, json_schema_extra={"env": env}
+    )
+
+
 def default_data_dir() -> Path:
     """Where the embedded profile keeps its database files and artifacts."""
     return Path.cwd() / ".stash"
@@ -73,12 +82,26 @@ class ServiceSettings(BaseSettings):
         json_schema_extra={"env": "STASH_DATA_DIR"},
     )
     log_level: str = shared("STASH_LOG_LEVEL", "INFO", "minimum level of structured logs")
-    ingest_address: str = shared("STASH_INGEST_ADDRESS", "127.0.0.1:50051", "host:port of ingest")
-    labeler_address: str = shared("STASH_LABELER_ADDRESS", "127.0.0.1:50052", "host:port of the labeler")
-    trainer_address: str = shared("STASH_TRAINER_ADDRESS", "127.0.0.1:50053", "host:port of the trainer")
-    scorer_address: str = shared("STASH_SCORER_ADDRESS", "127.0.0.1:50054", "host:port of the scorer")
-    gepa_address: str = shared("STASH_GEPA_ADDRESS", "127.0.0.1:50055", "host:port of GEPA")
+    # A peer's address defaults to this machine at the peer's configured port (`STASH_<PEER>_PORT`),
+    # so a service started with only the ports set reaches the peers where they listen.
+    ingest_address: str = peer_address("ingest", "host:port of ingest")
+    labeler_address: str = peer_address("labeler", "host:port of the labeler")
+    trainer_address: str = peer_address("trainer", "host:port of the trainer")
+    scorer_address: str = peer_address("scorer", "host:port of the scorer")
+    gepa_address: str = peer_address("gepa", "host:port of GEPA")
+    ingest_port: int = shared("STASH_INGEST_PORT", DEFAULT_GRPC_PORTS["ingest"], "gRPC port of ingest")
+    labeler_port: int = shared("STASH_LABELER_PORT", DEFAULT_GRPC_PORTS["labeler"], "gRPC port of the labeler")
+    trainer_port: int = shared("STASH_TRAINER_PORT", DEFAULT_GRPC_PORTS["trainer"], "gRPC port of the trainer")
+    scorer_port: int = shared("STASH_SCORER_PORT", DEFAULT_GRPC_PORTS["scorer"], "gRPC port of the scorer")
+    gepa_port: int = shared("STASH_GEPA_PORT", DEFAULT_GRPC_PORTS["gepa"], "gRPC port of GEPA")
     host: str = shared("STASH_LISTEN_HOST", "127.0.0.1", "interface the servers listen on (0.0.0.0 in a pod)")
+
+    @model_validator(mode="after")
+    def _fill_peer_addresses(self) -> ServiceSettings:
+        for peer in DEFAULT_GRPC_PORTS:
+            if getattr(self, f"{peer}_address") is None:
+                setattr(self, f"{peer}_address", f"127.0.0.1:{getattr(self, f'{peer}_port')}")
+        return self
 
     @model_validator(mode="after")
     def _fill_profile_defaults(self) -> ServiceSettings:
@@ -136,9 +159,10 @@ def load(settings_cls: type[S], **overrides: Any) -> S:
     try:
         return settings_cls(**overrides)
     except ValidationError as error:
-        problems = []
+        problems: dict[str, str] = {}  # by variable: a service's own port is also its peers' port field
         for item in error.errors():
             loc = str(item["loc"][0]) if item["loc"] else ""
             problem = "is not set" if item["type"] == "missing" else f"is invalid: {item['msg']}"
-            problems.append(f"{env_name(settings_cls, loc)} {problem}{_description(settings_cls, loc)}")
-        raise ConfigError("; ".join(problems)) from None
+            env = env_name(settings_cls, loc)
+            problems.setdefault(env, f"{env} {problem}{_description(settings_cls, loc)}")
+        raise ConfigError("; ".join(problems.values())) from None

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from stash.rm.v1 import common_pb2, labeler_pb2, labeler_pb2_grpc
 from stash_common.db import transaction, utc_now
-from stash_common.errors import InvalidArgument
+from stash_common.errors import InvalidArgument, NotFound
 from stash_common.messages import struct_of, timestamp_of
 from stash_common.requests import owner_of, page_of
 from stash_labeler import store
@@ -79,6 +79,10 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
         if request.revision < 1 or not request.trace_id:
             raise InvalidArgument("revision", "an announcement names a trace and a revision of at least 1")
         with transaction(self.sessions) as session:
+            # Another owner's trace is not found: queued under this owner, its evaluation would find no trace
+            # and forget everything the labeler keeps about that trace id, the real owner's labels included.
+            if store.evaluated_for_another_owner(session, owner_of(request), request.trace_id):
+                raise NotFound(f"trace {request.trace_id} not found")
             queued = store.enqueue(session, owner_of(request), request.trace_id, request.revision)
             if queued:
                 store.touch_owners(session, [owner_of(request)])

@@ -3,7 +3,11 @@
 Announcements queue a row and wake the worker (in-process in the embedded profile, a Redis stream
 in the cluster one, so any replica may pick it up). The database row is the truth: the periodic
 sweep reads ingest's list of changed revisions from a saved cursor and queues any revision without
-an evaluation, and it puts evaluations left running by a crashed worker back in the queue.
+an evaluation.
+
+A claimed evaluation is leased: while a worker runs it, the worker's `LeaseKeeper` renews it every
+few seconds, and every live worker puts back in the queue any running evaluation whose lease ran out,
+so an evaluation whose labeler died (kill -9, a lost pod) is evaluated again within seconds.
 
 Ingest is reached through a `TraceSource`, whose failures are `stash_common.errors`: this module
 decides what an outage or a deleted trace means for the queue without knowing the transport.
@@ -11,6 +15,9 @@ decides what an outage or a deleted trace means for the queue without knowing th
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -38,11 +45,72 @@ MAX_ATTEMPTS = 3
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    """How often the worker sweeps and when a running evaluation counts as abandoned."""
+    """How often the worker sweeps, and how long a running evaluation's lease lasts without renewal."""
 
     sweep_interval_s: float = 30.0
-    stale_after: timedelta = timedelta(minutes=10)
+    lease_s: float = 6.0
     page_size: int = 500
+
+    @property
+    def renew_every_s(self) -> float:
+        """Leases are renewed three times per lease, so a slow database write does not lose one."""
+        return self.lease_s / 3
+
+
+class LeaseKeeper:
+    """Renews the leases of the evaluations this worker runs; requeues any other whose worker stopped renewing."""
+
+    def __init__(
+        self, sessions: sessionmaker[Session], lease_s: float, renew_every_s: float, on_revived: Callable[[], None]
+    ) -> None:
+        self.sessions = sessions
+        self.lease = timedelta(seconds=lease_s)
+        self.renew_every_s = renew_every_s
+        self.on_revived = on_revived
+        self._held: set[str] = set()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="evaluation-leases", daemon=True)
+
+    def start(self) -> None:
+        """Renew and reclaim leases in the background."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the background thread."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    @contextmanager
+    def holding(self, evaluation_id: str) -> Iterator[None]:
+        """Renew this evaluation's lease for as long as the block runs."""
+        with self._lock:
+            self._held.add(evaluation_id)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held.discard(evaluation_id)
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self.renew_every_s):
+            try:
+                self.renew_and_reclaim()
+            except Exception:  # a database outage must not end the thread; the next round retries
+                log.exception("evaluation leases not renewed")
+
+    def renew_and_reclaim(self) -> int:
+        """Renew the leases in hand, requeue expired ones; returns how many were requeued."""
+        with self._lock:
+            held = list(self._held)
+        with transaction(self.sessions) as session:
+            store.renew_leases(session, held)
+            revived = store.requeue_stale(session, self.lease, MAX_ATTEMPTS)
+        if revived:
+            log.info("evaluations of a stopped worker queued again", revived=revived)
+            self.on_revived()
+        return revived
 
 
 class EvaluationWorker:
@@ -69,21 +137,28 @@ class EvaluationWorker:
             "evaluation-worker", wakeups, WAKEUP_TOPIC, self.drain, self.sweep, config.sweep_interval_s
         )
         self._stopping = self._loop.stopping
+        self.leases = LeaseKeeper(sessions, config.lease_s, config.renew_every_s, self.wake)
 
     def start(self) -> None:
         """Work in the background."""
+        self.leases.start()
         self._loop.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Finish the evaluation in hand and stop."""
         self._loop.stop(timeout_s)
+        self.leases.stop()
 
     def wake(self) -> None:
         """Tell every replica that an evaluation was queued."""
         self._loop.wake()
 
     def drain(self) -> int:
-        """Evaluate queued revisions until none is left; returns how many were evaluated."""
+        """Evaluate queued revisions until none is left; returns how many were evaluated.
+
+        Raises Unavailable, with the revision in hand queued again, when ingest is out of reach:
+        the loop tries again after a backoff.
+        """
         done = 0
         while not self._stopping.is_set():
             with transaction(self.sessions) as session:
@@ -93,16 +168,16 @@ class EvaluationWorker:
             for evaluation_id in candidates:
                 with transaction(self.sessions) as session:
                     won = store.claim(session, evaluation_id)
-                if won and not self.run_one(evaluation_id):
-                    return done  # ingest is out of reach: the sweep or the next wake-up tries again
-                done += won
+                if won:
+                    with self.leases.holding(evaluation_id):
+                        self.run_one(evaluation_id)
+                    done += 1
         return done
 
     def sweep(self) -> int:
-        """Queue revisions that have no evaluation and revive abandoned ones; returns how many were queued."""
+        """Queue revisions that have no evaluation; returns how many were queued (the leases revive abandoned ones)."""
         queued = 0
         with transaction(self.sessions) as session:
-            revived = store.requeue_stale(session, self.config.stale_after, MAX_ATTEMPTS)
             cursor = store.load_cursor(session, SWEEP_CURSOR)
         while True:
             page = self.traces.changed_revisions(cursor, self.config.page_size)
@@ -118,41 +193,40 @@ class EvaluationWorker:
             if page.next_cursor == cursor or not page.revisions:
                 break
             cursor = page.next_cursor
-        if queued or revived:
-            log.info("labeler sweep", queued=queued, revived=revived)
+        if queued:
+            log.info("labeler sweep", queued=queued)
         return queued
 
-    def run_one(self, evaluation_id: str) -> bool:
+    def run_one(self, evaluation_id: str) -> None:
         """Evaluate one claimed revision and save the result or the error that stopped it.
 
-        Returns False, with the revision queued again, when ingest could not be reached.
+        Raises Unavailable, with the revision queued again, when ingest could not be reached.
         """
         with transaction(self.sessions) as session:
             claimed = store.revision_of(session, evaluation_id)
             if claimed is None:
-                return True  # the trace was deleted since the claim, and its evaluations with it
+                return  # the trace was deleted since the claim, and its evaluations with it
             kept = store.kept_labels(session, claimed.trace_id)
         try:
             trace = self.traces.trace_revision(claimed.owner_id, claimed.trace_id, claimed.revision)
             evaluation = evaluate(trace, self.labeler, kept, self.grader)
         except NotFound:
             self._forget(claimed)
-            return True
+            return
         except FailedPrecondition:
             self._fail(evaluation_id, f"revision {claimed.revision} was superseded before it was evaluated")
-            return True
-        except Unavailable as error:
-            log.warning("ingest out of reach; evaluation queued again", trace_id=claimed.trace_id, error=str(error))
+            return
+        except Unavailable:
             with transaction(self.sessions) as session:
                 store.requeue(session, evaluation_id)
-            return False
+            raise
         except (StashError, LabelingError) as error:
             self._fail(evaluation_id, str(error))
-            return True
+            return
         except Exception as error:  # a bug must not leave the row running forever
             log.exception("evaluation failed", trace_id=claimed.trace_id, revision=claimed.revision)
             self._fail(evaluation_id, f"{type(error).__name__}: {error}")
-            return True
+            return
         findings = self._findings(trace)
         evaluation.body["process_patterns"] = [finding.as_json() for finding in findings]
         with transaction(self.sessions) as session:
@@ -169,7 +243,6 @@ class EvaluationWorker:
             score=evaluation.trace_score,
             outcome=evaluation.outcome,
         )
-        return True
 
     def _findings(self, trace: LabelerTrace) -> list[Finding]:
         try:

@@ -7,7 +7,6 @@ library is imported only when one of them needs it, so a rule-only labeler never
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 
 import grpc
 import structlog
@@ -101,7 +100,7 @@ def main() -> None:
         ingest,
         labeler,
         wakeups,
-        WorkerConfig(sweep_interval_s=settings.sweep_interval_s, stale_after=timedelta(minutes=10)),
+        WorkerConfig(sweep_interval_s=settings.sweep_interval_s, lease_s=settings.lease_s),
         grader=make_grader(settings),
         process_model=make_process_model(settings),
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -81,6 +82,7 @@ class EvaluationRow(Base):
     __table_args__ = (
         UniqueConstraint("trace_id", "revision", name="uq_evaluations_trace_revision"),
         Index("ix_evaluations_status_updated", "status", "updated_at"),
+        Index("ix_evaluations_status_owner_updated", "status", "owner_id", "updated_at"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -203,6 +205,12 @@ def enqueue(session: Session, owner_id: str, trace_id: str, revision: int) -> bo
     return True
 
 
+def evaluated_for_another_owner(session: Session, owner_id: str, trace_id: str) -> bool:
+    """True when the trace id has evaluations of an owner other than this one: it is not this owner's trace."""
+    query = select(EvaluationRow.id).where(EvaluationRow.trace_id == trace_id, EvaluationRow.owner_id != owner_id)
+    return session.scalar(query.limit(1)) is not None
+
+
 def requeue(session: Session, evaluation_id: str) -> None:
     """Run a saved evaluation again, with its attempts counted afresh (relabel, or ingest out of reach)."""
     session.execute(
@@ -268,13 +276,43 @@ def fail(session: Session, evaluation_id: str, error: str) -> None:
 
 
 def queued_ids(session: Session, limit: int) -> list[str]:
-    """The oldest queued evaluations."""
-    query = select(EvaluationRow.id).where(EvaluationRow.status == QUEUED).order_by(EvaluationRow.updated_at)
-    return list(session.scalars(query.limit(limit)))
+    """Up to `limit` queued evaluations, taken in turns from every owner with work queued.
+
+    Round-robin by owner (the oldest queued row first within each, owners in the order of their oldest row),
+    so one owner's import of 90 000 traces does not hold back another owner's first labels.
+    """
+    owners = list(
+        session.scalars(
+            select(EvaluationRow.owner_id)
+            .where(EvaluationRow.status == QUEUED)
+            .group_by(EvaluationRow.owner_id)
+            .order_by(func.min(EvaluationRow.updated_at))
+            .limit(limit)
+        )
+    )
+    share = max(1, limit // max(1, len(owners)))
+    queues = [_oldest_queued(session, owner_id, share) for owner_id in owners]
+    return [evaluation_id for turn in zip_longest(*queues) for evaluation_id in turn if evaluation_id][:limit]
+
+
+def _oldest_queued(session: Session, owner_id: str, limit: int) -> list[str]:
+    query = select(EvaluationRow.id).where(EvaluationRow.status == QUEUED, EvaluationRow.owner_id == owner_id)
+    return list(session.scalars(query.order_by(EvaluationRow.updated_at).limit(limit)))
+
+
+def renew_leases(session: Session, evaluation_ids: Iterable[str]) -> None:
+    """Mark running evaluations as still in hand: their worker is alive (see `requeue_stale`)."""
+    ids = list(evaluation_ids)
+    if ids:
+        session.execute(
+            update(EvaluationRow)
+            .where(EvaluationRow.id.in_(ids), EvaluationRow.status == RUNNING)
+            .values(updated_at=utc_now())
+        )
 
 
 def requeue_stale(session: Session, older_than: timedelta, max_attempts: int) -> int:
-    """Queue again evaluations left running by a crashed worker; fail those out of attempts."""
+    """Queue again evaluations whose worker stopped renewing them (it died); fail those out of attempts."""
     cutoff = utc_now() - older_than
     stale = list(
         session.scalars(select(EvaluationRow).where(EvaluationRow.status == RUNNING, EvaluationRow.updated_at < cutoff))
