@@ -285,7 +285,7 @@ def _steps(draw: st.DrawFn) -> tuple[Step, ...]:
 
 @st.composite
 def _spans(draw: st.DrawFn, step_count: int) -> tuple[Span, ...]:
-    ids = draw(st.lists(st.text(min_size=1, max_size=8), unique=True, max_size=4))
+    ids = draw(st.lists(st.text(_CHARACTERS, min_size=1, max_size=8), unique=True, max_size=4))
     spans = []
     for index, span_id in enumerate(ids):
         start = draw(_NANOSECONDS)

@@ -17,9 +17,10 @@ def _export(stub: Any, owner: str) -> bytes:
 
 
 # U+0000 is refused at import (PostgreSQL text cannot hold it): see test_imports.
-text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=40)
+storable = st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00")
+text = st.text(storable, max_size=40)
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), text)
-json_object = st.dictionaries(st.text(min_size=1, max_size=8), json_leaf, max_size=3)
+json_object = st.dictionaries(st.text(storable, min_size=1, max_size=8), json_leaf, max_size=3)
 steps = st.lists(
     st.fixed_dictionaries(
         {"role": st.sampled_from(["user", "assistant", "tool"]), "content": text},

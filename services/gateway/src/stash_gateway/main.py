@@ -7,6 +7,7 @@ import uvicorn
 from stash_common.db import upgrade
 from stash_common.logs import configure_logging
 from stash_common.settings import load
+from stash_gateway.access_log import redact_access_log
 from stash_gateway.app import create_app
 from stash_gateway.settings import GatewaySettings
 from stash_gateway.store import MIGRATIONS_DIR
@@ -16,6 +17,7 @@ def main() -> None:
     """Run the gateway until SIGTERM or SIGINT (uvicorn drains open requests first)."""
     settings = load(GatewaySettings)
     configure_logging("gateway", settings.log_level)
+    redact_access_log()
     upgrade("gateway", MIGRATIONS_DIR, settings.database_url)
     uvicorn.run(
         create_app(settings),

@@ -2,21 +2,22 @@
 standard OTLP/gRPC `TraceService`, both forwarding to ingest's `IngestOtlpSpans`.
 
 Limits apply to the compressed body and, separately, to what it decompresses to, so a gzip
-bomb gets 413 instead of exhausting memory. Bad spans get 400 with a `google.rpc.Status` in
-the request's content type; spans rejected for reasons that affect only them are reported
-through OTLP's `partial_success`.
+bomb gets 413 instead of exhausting memory. Bad bodies (broken gzip, not OTLP) and bad spans get
+400, oversized ones 413, each with a `google.rpc.Status` in the request's content type, as OTLP/HTTP
+requires; spans rejected for reasons that affect only them are reported through OTLP's
+`partial_success`. Each key's exports are rate-limited (`stash_gateway.rate_limits`).
 """
 
 from __future__ import annotations
 
 import zlib
-from typing import Annotated
 
 import grpc
-from fastapi import APIRouter, Depends, HTTPException, Request, Response
-from google.protobuf import json_format
+from fastapi import APIRouter, HTTPException, Request, Response
+from google.protobuf import any_pb2, json_format
 from google.protobuf.message import Message
-from google.rpc import code_pb2, status_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
@@ -25,11 +26,14 @@ from starlette.datastructures import State
 from stash.rm.v1 import ingest_pb2
 from stash_common.errors import InvalidArgument, ResourceExhausted
 from stash_common.server import Registrar
-from stash_gateway.auth import Writer, authorize, bearer_secret
+from stash_gateway.auth import authorize, bearer_secret
 from stash_gateway.peers import Peers
+from stash_gateway.rate_limits import OtlpWriter, RateLimited, RateLimits
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.routes.traces import limited_body
+from stash_gateway.settings import GatewaySettings
 from stash_gateway.state import Services, Settings
+from stash_gateway.status import client_message
 
 router = APIRouter(prefix=API_PREFIX, tags=["opentelemetry"])
 PROTOBUF = "application/x-protobuf"
@@ -67,18 +71,24 @@ def gunzip(body: bytes, limit: int) -> bytes:
     return data
 
 
-@router.post("/otel/v1/traces", summary="OTLP/HTTP trace receiver", response_class=Response)
-async def receive_traces(
-    request: Request,
-    services: Services,
-    settings: Settings,
-    principal: Writer,
-    body: Annotated[bytes, Depends(limited_body)],
-) -> Response:
+_OTLP_BODY = {"schema": {"type": "string", "format": "binary"}}
+
+
+@router.post(
+    "/otel/v1/traces",
+    summary="OTLP/HTTP trace receiver",
+    response_class=Response,
+    openapi_extra={"requestBody": {"content": {PROTOBUF: _OTLP_BODY, JSON: {"schema": {}}}, "required": True}},
+)
+async def receive_traces(request: Request, services: Services, settings: Settings, principal: OtlpWriter) -> Response:
     """Store the spans and rebuild every trace they touch; answers an ExportTraceServiceResponse."""
     media, encoding = media_type(request), content_encoding(request)
-    if encoding == "gzip":
-        body = gunzip(body, settings.otlp_max_decompressed_bytes)
+    try:
+        body = await limited_body(request, settings)
+        if encoding == "gzip":
+            body = gunzip(body, settings.otlp_max_decompressed_bytes)
+    except (InvalidArgument, ResourceExhausted) as error:
+        return _status_response(error.code.value, error.message, media)
     payload = {"export_trace_service_request_json" if media == JSON else "export_trace_service_request": body}
     message = ingest_pb2.IngestOtlpSpansRequest(
         owner_id=principal.user_id, source_id=request.headers.get(SOURCE_HEADER), **payload
@@ -86,11 +96,16 @@ async def receive_traces(
     try:
         result = await run_in_threadpool(services.ingest.IngestOtlpSpans, message, timeout=settings.otlp_timeout_s)
     except grpc.RpcError as error:
-        if error.code() != grpc.StatusCode.INVALID_ARGUMENT:
+        if error.code() not in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED):
             raise
-        status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=error.details())
-        return _encode(status, media, 400)
+        return _status_response(error.code().name, error.details() or "", media)
     return _encode(export_response(result), media, 200)
+
+
+def _status_response(code_name: str, message: str, media: str) -> Response:
+    """OTLP's error answer: a `google.rpc.Status`, 400 for bad input and 413 for a body over a limit."""
+    status = status_pb2.Status(code=code_pb2.Code.Value(code_name), message=message)
+    return _encode(status, media, 400 if code_name == "INVALID_ARGUMENT" else 413)
 
 
 def export_response(result: ingest_pb2.IngestOtlpSpansResponse) -> trace_service_pb2.ExportTraceServiceResponse:
@@ -111,10 +126,14 @@ def _encode(message: Message, media: str, status_code: int) -> Response:
 class OtlpTraceService(trace_service_pb2_grpc.TraceServiceServicer):
     """The standard OTLP/gRPC TraceService; the bearer key comes in the `authorization` metadata."""
 
-    def __init__(self, sessions: sessionmaker[Session], peers: Peers, timeout_s: float) -> None:
+    def __init__(
+        self, sessions: sessionmaker[Session], peers: Peers, settings: GatewaySettings, limits: RateLimits
+    ) -> None:
         self.sessions = sessions
         self.peers = peers
-        self.timeout_s = timeout_s
+        self.settings = settings
+        self.timeout_s = settings.otlp_timeout_s
+        self.limits = limits
 
     def Export(
         self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.ServicerContext
@@ -122,6 +141,10 @@ class OtlpTraceService(trace_service_pb2_grpc.TraceServiceServicer):
         """Store the spans and rebuild every trace they touch, like the HTTP receiver."""
         metadata = _text_metadata(context)
         principal = authorize(self.sessions, bearer_secret(metadata.get("authorization")), write=True)
+        try:
+            self.limits.acquire(principal.key_id, "otlp")
+        except RateLimited as error:
+            context.abort_with_status(rpc_status.to_status(_retry_status(error)))
         message = ingest_pb2.IngestOtlpSpansRequest(
             owner_id=principal.user_id,
             source_id=metadata.get(SOURCE_HEADER),
@@ -130,8 +153,17 @@ class OtlpTraceService(trace_service_pb2_grpc.TraceServiceServicer):
         try:
             result = self.peers.ingest.IngestOtlpSpans(message, timeout=self.timeout_s)
         except grpc.RpcError as error:
-            context.abort(error.code(), error.details() or "")
+            context.abort(error.code(), client_message(self.settings, error))
         return export_response(result)
+
+
+def _retry_status(error: RateLimited) -> status_pb2.Status:
+    """RESOURCE_EXHAUSTED with the RetryInfo that makes OTLP exporters retry after the delay."""
+    retry = error_details_pb2.RetryInfo()
+    retry.retry_delay.FromSeconds(error.retry_after_s)
+    detail = any_pb2.Any()
+    detail.Pack(retry)
+    return status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=str(error), details=[detail])
 
 
 def _text_metadata(context: grpc.ServicerContext) -> dict[str, str]:
@@ -143,7 +175,7 @@ def register_trace_service(app_state: State) -> Registrar:
     """A registrar for `stash_common.server.start` that adds the OTLP TraceService (once the app has started)."""
 
     def register(server: grpc.Server) -> list[str]:
-        service = OtlpTraceService(app_state.sessions, app_state.peers, app_state.settings.otlp_timeout_s)
+        service = OtlpTraceService(app_state.sessions, app_state.peers, app_state.settings, app_state.rate_limits)
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(service, server)
         return [trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name]
 

@@ -69,6 +69,13 @@ class GatewaySettings(ServiceSettings):
     query_cache_mb: int = Field(2048, description="memory the warm owners' databases may hold together")
     query_load_timeout_s: float = Field(120.0, description="deadline of streaming one service's tables of an owner")
 
+    # Per-API-key rate limits (requests per minute, a minute's worth at once; 0: unlimited): 429 with Retry-After.
+    rate_limit_imports_per_minute: int = Field(
+        600, ge=0, description="POST /traces/import and /api/v1/me/transcripts per key and minute"
+    )
+    rate_limit_otlp_per_minute: int = Field(6000, ge=0, description="OTLP exports (HTTP and gRPC) per key and minute")
+    rate_limit_query_per_minute: int = Field(1200, ge=0, description="POST /query per key and minute")
+
     @property
     def base_url(self) -> str:
         """The gateway's public URL without a trailing slash."""

@@ -2,17 +2,35 @@
 
 The one table lives in `stash_common.errors.HTTP_STATUS_BY_CODE`; this module only reads
 the status (and its `google.rpc.BadRequest` details) and renders `{"detail", "field"?}`.
+
+A status a service sent carries its own message, written for callers. A status the gateway's
+channel made up (the service is down, or the deadline passed) carries gRPC's transport text with
+internal addresses: the caller gets a clean message naming the service, the text goes to the log.
 """
 
 from __future__ import annotations
 
+import re
+
 import grpc
+import structlog
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from stash_common.errors import InvalidArgument, StashError, http_status
+from stash_common.settings import ServiceSettings
+from stash_gateway.peers import PEER_NAMES
+
+log = structlog.get_logger(__name__)
+# Every status a service sends goes through `stash_common.server.to_status`, which sets this trailer.
+_SENT_BY_SERVICE = "grpc-status-details-bin"
+_OUT_OF_REACH = {
+    grpc.StatusCode.UNAVAILABLE: "is unavailable; retry shortly",
+    grpc.StatusCode.DEADLINE_EXCEEDED: "did not answer within the gateway's deadline; retry shortly",
+}
+RETRY_AFTER_S = 1
 
 
 def stash_error_response(_request: Request, error: Exception) -> JSONResponse:
@@ -25,10 +43,12 @@ def stash_error_response(_request: Request, error: Exception) -> JSONResponse:
     return JSONResponse(body, status_code=http_status(error.code), headers=headers)
 
 
-def rpc_error_response(_request: Request, error: Exception) -> JSONResponse:
+def rpc_error_response(request: Request, error: Exception) -> JSONResponse:
     """A status returned by a service, translated with the one code table."""
     assert isinstance(error, grpc.RpcError)
     code = error.code()
+    if code in _OUT_OF_REACH and not _sent_by_service(error):
+        return _out_of_reach_response(request.app.state.settings, code, error.details() or "")
     body: dict[str, str] = {"detail": error.details() or code.name}
     field = _violated_field(error)
     if field is not None:
@@ -46,4 +66,49 @@ def _violated_field(error: grpc.RpcError) -> str | None:
         bad_request = error_details_pb2.BadRequest()
         if detail.Unpack(bad_request) and bad_request.field_violations:
             return str(bad_request.field_violations[0].field)
+    return None
+
+
+def _sent_by_service(error: grpc.RpcError) -> bool:
+    trailers: tuple[tuple[str, str | bytes], ...] = (
+        (error.trailing_metadata() or ()) if isinstance(error, grpc.Call) else ()
+    )
+    return any(key == _SENT_BY_SERVICE for key, _ in trailers)
+
+
+def _out_of_reach_response(settings: ServiceSettings, code: grpc.StatusCode, details: str) -> JSONResponse:
+    """503 or 504 naming the service out of reach; gRPC's own text (addresses included) only in the log."""
+    return JSONResponse(
+        {"detail": _out_of_reach_message(settings, code, details)},
+        status_code=http_status(code.name),
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )
+
+
+def client_message(settings: ServiceSettings, error: grpc.RpcError) -> str:
+    """What a caller may read of a failed call to a service (OTLP/gRPC answers with it): the service's own
+    message, or for a transport failure a clean one naming the service."""
+    details = error.details() or ""
+    if error.code() in _OUT_OF_REACH and not _sent_by_service(error):
+        return _out_of_reach_message(settings, error.code(), details)
+    return details
+
+
+def _out_of_reach_message(settings: ServiceSettings, code: grpc.StatusCode, details: str) -> str:
+    service = unreachable_service(settings, details)
+    log.warning("service out of reach", service=service, code=code.name, details=details)
+    name = f"the {service} service" if service else "a service behind the gateway"
+    return f"{name} {_OUT_OF_REACH[code]}"
+
+
+def unreachable_service(settings: ServiceSettings, details: str) -> str | None:
+    """The peer whose address gRPC's transport text names (by host and port, else by port), if any."""
+    addresses = {name: settings.address_of(name) for name in PEER_NAMES}
+    for name, address in addresses.items():
+        if address in details:
+            return name
+    for name, address in addresses.items():
+        port = address.rpartition(":")[2]
+        if re.search(rf":{re.escape(port)}\b", details):
+            return name
     return None

@@ -30,6 +30,7 @@ from stash_ingest.annotations import (
     update_annotation,
 )
 from stash_ingest.imports import ImportedTrace, ImportRequest, ImportResult, Titler, import_traces, upload_transcript
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits
 from stash_ingest.otlp import OtlpRequest, OtlpResult, ingest_otlp
 from stash_ingest.owner_tables import stream_owner_rows
 from stash_ingest.revisions import Announcer, current_revisions, list_revisions
@@ -37,6 +38,11 @@ from stash_ingest.traces import Span, StoredStep, StoredTrace, TraceSummary
 
 REVISION_PAGE_MAX = 1000
 CONFLICT_ATTEMPTS = 3
+SOURCE_ORDERS: dict[int, Literal["ascending", "descending"] | None] = {
+    ingest_pb2.TRACE_ORDER_UNSPECIFIED: None,
+    ingest_pb2.TRACE_ORDER_SOURCE_ASCENDING: "ascending",
+    ingest_pb2.TRACE_ORDER_SOURCE_DESCENDING: "descending",
+}
 T = TypeVar("T")
 Changeable = Literal["rating", "comment", "label_error", "label_error_note"]  # what UpdateAnnotation may change
 CHANGEABLE: tuple[Changeable, ...] = get_args(Changeable)
@@ -63,11 +69,13 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         titler: Titler,
         announcer: Announcer | None = None,
         revision_settle: timedelta = timedelta(seconds=30),
+        limits: TraceLimits = DEFAULT_LIMITS,
     ) -> None:
         self.sessions = sessions
         self.titler = titler
         self.announcer = announcer
         self.revision_settle = revision_settle
+        self.limits = limits
 
     def ListFormats(
         self, request: ingest_pb2.ListFormatsRequest, context: grpc.ServicerContext
@@ -81,7 +89,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     ) -> ingest_pb2.ImportTracesResponse:
         """Import a payload all-or-nothing: one bad trace stores nothing."""
         source_id = request.source_id if request.HasField("source_id") else None
-        job = ImportRequest(owner_of(request), request.format or "auto", request.data, source_id)
+        job = ImportRequest(owner_of(request), request.format or "auto", request.data, source_id, self.limits)
         with transaction(self.sessions) as session:
             format_name, imported = import_traces(session, job, self.titler)
             # Also when every trace is unchanged: such an import may still change a trace's source id.
@@ -98,7 +106,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     ) -> ingest_pb2.UploadTranscriptResponse:
         """Store one native transcript: created, appended or unchanged; a divergent one fails with trace_sync_error."""
         source_id = request.source_id if request.HasField("source_id") else None
-        job = ImportRequest(owner_of(request), request.agent or "auto", request.data, source_id)
+        job = ImportRequest(owner_of(request), request.agent or "auto", request.data, source_id, self.limits)
         with transaction(self.sessions) as session:
             agent, imported = upload_transcript(session, job, self.titler, request.owner_name.strip())
             store.touch_owner(session, job.owner_id)
@@ -115,6 +123,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             protobuf=request.export_trace_service_request,
             json=request.export_trace_service_request_json,
             source_id=request.source_id if request.HasField("source_id") else None,
+            limits=self.limits,
         )
         result = self._retrying_conflicts(lambda session: self._ingest_otlp(session, job))
         self._announce(result.trace_ids)
@@ -186,7 +195,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     def ListTraces(
         self, request: ingest_pb2.ListTracesRequest, context: grpc.ServicerContext
     ) -> ingest_pb2.ListTracesResponse:
-        """One page of the owner's traces, newest import first."""
+        """One page of the owner's traces, newest import first or by source (`order`)."""
         if request.HasField("process_pattern"):
             raise InvalidArgument("process_pattern", "ingest holds no findings; pass the labeler's trace_ids")
         where = store.TraceFilter(
@@ -195,9 +204,12 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             created_before=_time(request, "created_before"),
             trace_ids=list(request.trace_ids),
         )
+        if request.order not in SOURCE_ORDERS:
+            raise InvalidArgument("order", f"unknown trace order {request.order}")
+        order = SOURCE_ORDERS[request.order]
         limit, offset = page_of(request.page)
         with transaction(self.sessions) as session:
-            rows, total = store.list_trace_rows(session, owner_of(request), where, limit, offset)
+            rows, total = store.list_trace_rows(session, owner_of(request), where, limit, offset, order)
             summaries = store.summarise(session, rows)
         return ingest_pb2.ListTracesResponse(
             traces=[summary_to_proto(summary) for summary in summaries], page_info=common_pb2.PageInfo(total=total)
@@ -206,10 +218,11 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     def GetTrace(
         self, request: ingest_pb2.GetTraceRequest, context: grpc.ServicerContext
     ) -> ingest_pb2.GetTraceResponse:
-        """One trace with steps, spans and annotations."""
+        """One trace with steps (all, or the page asked for), spans and annotations."""
+        offset, limit = _steps_page(request)
         with transaction(self.sessions) as session:
             row = store.find_trace_row(session, owner_of(request), request.trace_id)
-            trace = store.load_trace(session, row)
+            trace = store.load_trace(session, row, offset, limit)
             annotations = list_annotations(session, [row.id])
         return ingest_pb2.GetTraceResponse(
             trace=trace_to_proto(trace),
@@ -335,6 +348,17 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         """The owner's annotations as JSONL, streamed in chunks."""
         for chunk in exports.export_annotations(self.sessions, owner_of(request), list(request.trace_ids)):
             yield ingest_pb2.ExportAnnotationsResponse(data=chunk)
+
+
+def _steps_page(request: ingest_pb2.GetTraceRequest) -> tuple[int, int | None]:
+    """(offset, limit) of the steps a GetTrace asks for; limit None: every step from the offset on."""
+    offset = request.steps_offset if request.HasField("steps_offset") else 0
+    limit = request.steps_limit if request.HasField("steps_limit") else None
+    if offset < 0:
+        raise InvalidArgument("steps_offset", "must be at least 0")
+    if limit is not None and limit < 1:
+        raise InvalidArgument("steps_limit", "must be at least 1")
+    return offset, limit
 
 
 def _time(request: ingest_pb2.ListTracesRequest, field: Literal["created_after", "created_before"]) -> datetime | None:

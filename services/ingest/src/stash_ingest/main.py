@@ -41,6 +41,7 @@ def main() -> None:
         make_titler(settings),
         announcer,
         timedelta(seconds=settings.revision_settle_s),
+        settings.limits,
     )
 
     def register(server: grpc.Server) -> Sequence[str]:

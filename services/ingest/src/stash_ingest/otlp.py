@@ -20,13 +20,14 @@ from sqlalchemy.orm import Session
 
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.reading import load_json
-from stash_ingest.imports import ImportRequest, Titler, upsert_traces
+from stash_ingest.imports import SOURCE_ID_MAX, ImportRequest, Titler, upsert_traces
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_traces
 from stash_ingest.otel.documents import SpanDict, SpanKey, check_span, looks_like_otel, spans_of
 from stash_ingest.otel.protobuf import parse_request, proto_spans
 from stash_ingest.otel.spans import trace_where
 from stash_ingest.otel.traces import build_trace
 from stash_ingest.store import load_otel_spans, save_otel_spans
-from stash_ingest.traces import validate_trace
+from stash_ingest.traces import check_source_id, validate_trace
 
 REASONS_SHOWN = 5
 
@@ -39,6 +40,7 @@ class OtlpRequest:
     protobuf: bytes = b""
     json: bytes = b""
     source_id: str | None = None
+    limits: TraceLimits = DEFAULT_LIMITS
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class OtlpResult:
 
 def ingest_otlp(session: Session, request: OtlpRequest, titler: Titler) -> OtlpResult:
     """Store the request's spans and rebuild every trace it touched, inside the caller's transaction."""
+    check_source_id(request.source_id, SOURCE_ID_MAX)
     accepted, rejected = accept_spans(read_spans(request))
     touched = sorted({trace_id for trace_id, _ in accepted})
     # Earlier spans of the touched traces, read before this request's are written (which override them).
@@ -60,14 +63,15 @@ def ingest_otlp(session: Session, request: OtlpRequest, titler: Titler) -> OtlpR
     for (trace_id, span_id), span in accepted.items():
         spans[trace_id] = [earlier for earlier in spans[trace_id] if earlier["spanId"] != span_id] + [span]
     save_otel_spans(session, request.owner_id, accepted, stored)
-    traces = []
+    named = []
     for trace_id, trace_spans in spans.items():
         trace = build_trace(trace_id, trace_spans)
         if trace is not None:
             validate_trace(trace, trace_where(trace_id))
-            traces.append(trace)
+            named.append((trace_where(trace_id), trace))
+    check_traces(named, request.limits)
     job = ImportRequest(request.owner_id, "otel", b"", request.source_id)
-    results = upsert_traces(session, job, "otel", traces, titler)
+    results = upsert_traces(session, job, "otel", [trace for _, trace in named], titler)
     message = "; ".join(rejected[:REASONS_SHOWN]) + (" …" if len(rejected) > REASONS_SHOWN else "")
     return OtlpResult([result.trace_id for result in results], len(rejected), message)
 

@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from sqlalchemy import (
     JSON,
@@ -226,23 +226,41 @@ def delete_steps(session: Session, trace_ids: Sequence[str]) -> None:
         session.execute(delete(StepRow).where(StepRow.trace_id.in_(trace_ids)))
 
 
+# Steps are read as plain rows, not ORM objects: they are never changed in place, and building
+# 10,000 mapped instances costs most of a large trace's read time.
+_STEP_COLUMNS = (
+    StepRow.id,
+    StepRow.trace_id,
+    StepRow.position,
+    StepRow.role,
+    StepRow.content,
+    StepRow.tool_name,
+    StepRow.tool_input,
+    StepRow.tool_call_id,
+    StepRow.step_metadata,
+)
+
+
 def load_steps_by_trace(session: Session, trace_ids: Sequence[str]) -> dict[str, list[Step]]:
     """The steps of several traces, in order, by trace id."""
     steps: dict[str, list[Step]] = {trace_id: [] for trace_id in trace_ids}
     if trace_ids:
-        query = select(StepRow).where(StepRow.trace_id.in_(trace_ids)).order_by(StepRow.trace_id, StepRow.position)
-        for row in session.scalars(query):
+        query = (
+            select(*_STEP_COLUMNS).where(StepRow.trace_id.in_(trace_ids)).order_by(StepRow.trace_id, StepRow.position)
+        )
+        for row in session.execute(query):
             steps[row.trace_id].append(_step(row))
     return steps
 
 
-def load_steps(session: Session, trace_id: str) -> list[StoredStep]:
-    """The trace's steps in order."""
-    rows = session.scalars(select(StepRow).where(StepRow.trace_id == trace_id).order_by(StepRow.position))
+def load_steps(session: Session, trace_id: str, offset: int = 0, limit: int | None = None) -> list[StoredStep]:
+    """The trace's steps in order: all of them, or `limit` steps from index `offset` on."""
+    query = select(*_STEP_COLUMNS).where(StepRow.trace_id == trace_id, StepRow.position >= offset)
+    rows = session.execute(query.order_by(StepRow.position).limit(limit))
     return [StoredStep(id=row.id, index=row.position, step=_step(row)) for row in rows]
 
 
-def _step(row: StepRow) -> Step:
+def _step(row: Any) -> Step:
     return Step(
         role=row.role,
         content=row.content,
@@ -285,9 +303,17 @@ class TraceFilter:
 
 
 def list_trace_rows(
-    session: Session, owner_id: str, where: TraceFilter, limit: int, offset: int
+    session: Session,
+    owner_id: str,
+    where: TraceFilter,
+    limit: int,
+    offset: int,
+    source_order: Literal["ascending", "descending"] | None = None,
 ) -> tuple[list[TraceRow], int]:
-    """One page of the owner's traces, newest import first, and how many match in all."""
+    """One page of the owner's traces, newest import first, and how many match in all.
+
+    With `source_order` the pages run by source display name (the source id where none is set,
+    ignoring case) first, newest import first within a source."""
     conditions = [TraceRow.owner_id == owner_id]
     if where.source_id is not None:
         conditions.append(TraceRow.source_id == where.source_id)
@@ -298,7 +324,14 @@ def list_trace_rows(
     if where.trace_ids:
         conditions.append(TraceRow.id.in_(where.trace_ids))
     total = session.scalar(select(func.count()).select_from(TraceRow).where(*conditions)) or 0
-    page = select(TraceRow).where(*conditions).order_by(TraceRow.created_at.desc(), TraceRow.id)
+    page = select(TraceRow).where(*conditions)
+    if source_order is not None:
+        named = (TraceSourceRow.owner_id == TraceRow.owner_id) & (TraceSourceRow.source_id == TraceRow.source_id)
+        shown_name = func.lower(func.coalesce(TraceSourceRow.name, TraceRow.source_id))
+        page = page.outerjoin(TraceSourceRow, named).order_by(
+            shown_name.asc() if source_order == "ascending" else shown_name.desc()
+        )
+    page = page.order_by(TraceRow.created_at.desc(), TraceRow.id)
     return list(session.scalars(page.limit(limit).offset(offset))), total
 
 
@@ -349,12 +382,12 @@ def _summary(row: TraceRow, counts: tuple[int, int, int, int], source_name: str)
     )
 
 
-def load_trace(session: Session, row: TraceRow) -> StoredTrace:
-    """The whole stored trace behind a row."""
+def load_trace(session: Session, row: TraceRow, steps_offset: int = 0, steps_limit: int | None = None) -> StoredTrace:
+    """The stored trace behind a row: whole, or with one page of its steps (`load_steps`)."""
     return StoredTrace(
         summary=summarise(session, [row])[0],
         metadata=row.trace_metadata or {},
-        steps=tuple(load_steps(session, row.id)),
+        steps=tuple(load_steps(session, row.id, steps_offset, steps_limit)),
         spans=tuple(load_spans(session, row.id)),
     )
 

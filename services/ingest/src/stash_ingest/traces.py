@@ -13,9 +13,14 @@ from datetime import datetime
 from typing import Any
 
 from stash_common.errors import InvalidArgument
+from stash_common.storable import check_storable, check_storable_json
 
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 MAX_NANOSECONDS = 2**63 - 1  # a signed 64-bit column, like OTLP's fixed64 read as signed
+# JSON values (tool inputs, metadata, span inputs and outputs) travel as protobuf Structs, and a
+# GetTraceResponse nested past about 30 JSON levels exceeds protobuf's decoding depth: refused at import
+# with a margin, so that nothing is stored that cannot be read back.
+MAX_JSON_DEPTH = 20
 
 
 @dataclass(frozen=True)
@@ -60,10 +65,11 @@ def validate_trace(trace: Trace, where: str) -> None:
     """Raise InvalidArgument naming `where` (a line or trace position) and the field at fault."""
     if trace.external_id is not None and not 1 <= len(trace.external_id) <= 500:
         raise InvalidArgument(f"{where}: id", "must be 1 to 500 characters")
-    _check_storable(trace.external_id, f"{where}: id")
-    _check_storable(trace.title, f"{where}: title")
+    check_storable(trace.external_id, f"{where}: id")
+    check_storable(trace.title, f"{where}: title")
     if not isinstance(trace.metadata, Mapping):
         raise InvalidArgument(f"{where}: metadata", "must be an object")
+    check_json_storable(trace.metadata, f"{where}: metadata")
     if not trace.steps:
         raise InvalidArgument(f"{where}: steps", "a trace needs at least one step")
     for index, step in enumerate(trace.steps):
@@ -81,20 +87,29 @@ def validate_step(step: Step, where: str) -> None:
         raise InvalidArgument(f"{where}.content", "must be a string")
     if step.tool_input is not None and not isinstance(step.tool_input, Mapping):
         raise InvalidArgument(f"{where}.tool_input", "must be an object")
+    check_json_storable(step.tool_input, f"{where}.tool_input")
     for name in ("tool_name", "tool_call_id"):
         value = getattr(step, name)
         if value is not None and not isinstance(value, str):
             raise InvalidArgument(f"{where}.{name}", "must be a string")
-        _check_storable(value, f"{where}.{name}")
-    _check_storable(step.content, f"{where}.content")
+        check_storable(value, f"{where}.{name}")
+    check_storable(step.content, f"{where}.content")
     if not isinstance(step.metadata, Mapping):
         raise InvalidArgument(f"{where}.metadata", "must be an object")
+    check_json_storable(step.metadata, f"{where}.metadata")
 
 
-def _check_storable(text: str | None, where: str) -> None:
-    # PostgreSQL text cannot hold U+0000; refusing it names the field instead of failing the write.
-    if text is not None and "\x00" in text:
-        raise InvalidArgument(where, "contains U+0000 (NUL), which cannot be stored; remove or escape it")
+def check_source_id(source_id: str | None, max_chars: int) -> None:
+    """An explicit source id (import field or OTLP header): 1 to `max_chars` characters, no U+0000."""
+    if source_id is not None and not 1 <= len(source_id) <= max_chars:
+        raise InvalidArgument("source_id", f"must be 1 to {max_chars} characters")
+    check_storable(source_id, "source_id")
+
+
+def check_json_storable(value: Any, where: str) -> None:
+    """A JSON value's strings and keys free of U+0000 (PostgreSQL's json and text refuse it), nested at most
+    MAX_JSON_DEPTH levels; the error names the path inside the value (`tool_input.query[2]`)."""
+    check_storable_json(value, where, MAX_JSON_DEPTH)
 
 
 def validate_spans(spans: Sequence[Span], step_count: int, where: str) -> None:
@@ -104,7 +119,10 @@ def validate_spans(spans: Sequence[Span], step_count: int, where: str) -> None:
         at = f"{where}: spans[{index}]"
         if not span.id:
             raise InvalidArgument(f"{at}.id", "must be a non-empty string")
-        _check_storable(span.name, f"{at}.name")
+        for name in ("id", "name", "parent_id", "kind"):
+            check_storable(getattr(span, name), f"{at}.{name}")
+        check_json_storable(span.input, f"{at}.input")
+        check_json_storable(span.output, f"{at}.output")
         if span.id in by_id:
             raise InvalidArgument(f"{at}.id", f"duplicate span id {span.id!r}")
         for name in ("start_ns", "end_ns"):

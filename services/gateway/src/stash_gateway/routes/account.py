@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from fastapi import APIRouter, Request, status
 from pydantic import BaseModel, Field
 
 from stash_common.db import transaction
 from stash_gateway.accounts import ApiKey
 from stash_gateway.auth import Reader, Writer
+from stash_gateway.openapi import RequestBody, UtcDateTime
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.store import create_key, list_keys, revoke_key
 
@@ -32,7 +31,7 @@ class KeyOut(BaseModel):
     id: str
     name: str
     read_only: bool
-    created_at: datetime
+    created_at: UtcDateTime
 
 
 class CreatedKey(KeyOut):
@@ -41,7 +40,7 @@ class CreatedKey(KeyOut):
     key: str
 
 
-class CreateKey(BaseModel):
+class CreateKey(RequestBody):
     """What a new key is called and whether it may change data."""
 
     name: str = Field("api", min_length=1, max_length=200)

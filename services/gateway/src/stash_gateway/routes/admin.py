@@ -11,7 +11,6 @@ whoever may read that directory may manage its users.
 from __future__ import annotations
 
 import hmac
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, status
@@ -22,6 +21,7 @@ from stash_common.db import transaction
 from stash_common.errors import PermissionDenied, Unauthenticated
 from stash_common.storage import ADMIN_KEY_FILE, create_secret_file
 from stash_gateway.accounts import ApiKey, User
+from stash_gateway.openapi import RequestBody, UtcDateTime
 from stash_gateway.routes.account import CreatedKey, CreateKey
 from stash_gateway.settings import GatewaySettings
 from stash_gateway.store import create_key, create_user, find_user, set_reward_models_enabled
@@ -69,13 +69,13 @@ def require_admin(
 router = APIRouter(prefix=ADMIN_PREFIX, tags=["admin"], dependencies=[Depends(require_admin)])
 
 
-class CreateUser(BaseModel):
+class CreateUser(RequestBody):
     """The new user's name (unique, 1 to 200 characters)."""
 
     name: str
 
 
-class SwitchRewardModels(BaseModel):
+class SwitchRewardModels(RequestBody):
     """Whether the user's keys may use the reward-model API."""
 
     reward_models_enabled: bool
@@ -86,7 +86,7 @@ class AdminUser(BaseModel):
 
     id: str
     name: str
-    created_at: datetime
+    created_at: UtcDateTime
     reward_models_enabled: bool
 
 

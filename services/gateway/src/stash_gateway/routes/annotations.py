@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from stash.rm.v1 import common_pb2, ingest_pb2
 from stash_gateway.auth import Writer
+from stash_gateway.openapi import RequestBody
 from stash_gateway.rendering import annotation_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.state import Services, Settings
@@ -25,19 +26,19 @@ class QuoteBody(BaseModel):
     suffix: str = ""
 
 
-class CreateAnnotationBody(BaseModel):
+class CreateAnnotationBody(RequestBody):
     """`{step_id?, rating?, comment?, quote?}`: null step_id annotates the whole trace."""
 
     step_id: str | None = None
-    rating: int | None = Field(None, description="1, -1 or null")
+    rating: int | None = Field(None, ge=-1, le=1, description="1, -1 or null")
     comment: str | None = None
     quote: QuoteBody | None = None
 
 
-class UpdateAnnotationBody(BaseModel):
+class UpdateAnnotationBody(RequestBody):
     """`{rating?, comment?, label_error?, label_error_note?}`: only the fields sent change; null clears."""
 
-    rating: int | None = None
+    rating: int | None = Field(None, ge=-1, le=1, description="1, -1 or null")
     comment: str | None = None
     label_error: bool | None = None
     label_error_note: str | None = None

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Annotated, Protocol
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from stash.rm.v1 import ingest_pb2
@@ -25,9 +25,15 @@ class Chunk(Protocol):
 
 
 @router.get("/export/traces", summary="Every trace as Stash Trace Format JSONL", response_class=StreamingResponse)
-def export_traces(services: Services, settings: Settings, principal: Reader) -> StreamingResponse:
-    """Canonical JSONL that re-imports (format `stash`) to the same traces."""
-    message = ingest_pb2.ExportTracesRequest(owner_id=principal.user_id)
+def export_traces(
+    services: Services,
+    settings: Settings,
+    principal: Reader,
+    trace_id: Annotated[list[str] | None, Query(description="only these traces of the caller (repeatable)")] = None,
+) -> StreamingResponse:
+    """Canonical JSONL that re-imports (format `stash`) to the same traces; ids that are not the caller's match
+    nothing."""
+    message = ingest_pb2.ExportTracesRequest(owner_id=principal.user_id, trace_ids=trace_id or [])
     return download(services.ingest.ExportTraces(message, timeout=settings.export_timeout_s), "traces.jsonl")
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Response, status
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from stash.rm.v1 import common_pb2, gepa_pb2
 from stash_gateway.auth import Reader, Writer
+from stash_gateway.openapi import RequestBody
 from stash_gateway.rendering import enum_name, optional, timestamp_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.state import Services, Settings
@@ -16,7 +17,7 @@ from stash_gateway.state import Services, Settings
 router = APIRouter(prefix=API_PREFIX, tags=["skills (GEPA)"])
 
 
-class GepaRunBody(BaseModel):
+class GepaRunBody(RequestBody):
     """`POST /gepa-runs`: only the reward model is required; the rest has the spec's defaults."""
 
     reward_model_id: str = Field(min_length=1, description="a succeeded reward model of the caller")

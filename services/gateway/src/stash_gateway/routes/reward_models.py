@@ -6,11 +6,12 @@ from typing import Any
 
 from fastapi import APIRouter, status
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from stash.rm.v1 import common_pb2, trainer_pb2
 from stash_common.messages import struct_of
 from stash_gateway.auth import Reader, Writer
+from stash_gateway.openapi import RequestBody
 from stash_gateway.rendering import enum_name, optional, struct_json, timestamp_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.routes.exports import download
@@ -19,7 +20,7 @@ from stash_gateway.state import Services, Settings
 router = APIRouter(prefix=API_PREFIX, tags=["reward models"])
 
 
-class RewardModelBody(BaseModel):
+class RewardModelBody(RequestBody):
     """`POST /reward-models`: a name and the traces to learn from, with optional training settings."""
 
     name: str = Field(min_length=1, max_length=200)

@@ -10,24 +10,25 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from stash.rm.v1 import labeler_pb2
 from stash_gateway.auth import Reader
+from stash_gateway.openapi import RequestBody
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.state import Services, Settings
 
 router = APIRouter(prefix=API_PREFIX, tags=["sections"])
 
 
-class StepRangeBody(BaseModel):
+class StepRangeBody(RequestBody):
     """One section's span: its first and last step ids, inclusive."""
 
     first_step_id: str = Field(min_length=1, max_length=200)
     last_step_id: str = Field(min_length=1, max_length=200)
 
 
-class SectionSummariesBody(BaseModel):
+class SectionSummariesBody(RequestBody):
     """`{ranges: [{first_step_id, last_step_id}]}`: 1 to 4 ranges of the trace's steps."""
 
     ranges: list[StepRangeBody] = Field(min_length=1, max_length=4)

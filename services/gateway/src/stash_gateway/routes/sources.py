@@ -5,17 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from stash.rm.v1 import ingest_pb2
 from stash_gateway.auth import Reader, Writer
+from stash_gateway.openapi import RequestBody
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.state import Services, Settings
 
 router = APIRouter(prefix=API_PREFIX, tags=["trace sources"])
 
 
-class RenameSourceBody(BaseModel):
+class RenameSourceBody(RequestBody):
     """`{source_id, name}`."""
 
     source_id: str = Field(min_length=1, max_length=200)

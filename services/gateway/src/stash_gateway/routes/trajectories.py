@@ -11,6 +11,7 @@ from stash.rm.v1 import labeler_pb2
 from stash_common.messages import timestamp_of
 from stash_gateway.auth import Reader, Writer
 from stash_gateway.evaluations import pattern_json
+from stash_gateway.openapi import RequestBody
 from stash_gateway.rendering import timestamp_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.state import Services, Settings
@@ -30,7 +31,7 @@ class TrajectoryEventBody(BaseModel):
     duration_s: float = Field(0.0, ge=0, allow_inf_nan=False, description="seconds the action took; 0 if untimed")
 
 
-class TrajectoryEventsBody(BaseModel):
+class TrajectoryEventsBody(RequestBody):
     """`{events: [...]}`: one or more events in chronological order."""
 
     events: list[TrajectoryEventBody] = Field(min_length=1, max_length=500)

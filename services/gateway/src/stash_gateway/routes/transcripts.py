@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from stash.rm.v1 import ingest_pb2
-from stash_gateway.auth import Writer
+from stash_gateway.rate_limits import ImportWriter
 from stash_gateway.rendering import enum_name
 from stash_gateway.routes.traces import limited_body
 from stash_gateway.state import Services, Settings
@@ -28,7 +28,7 @@ SYNC_ERROR = "trace_sync_error"
 async def upload_transcript(
     services: Services,
     settings: Settings,
-    principal: Writer,
+    principal: ImportWriter,
     body: Annotated[bytes, Depends(limited_body)],
     agent: Annotated[str, Query(description="claude_code, codex or auto")] = "auto",
     source_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,

@@ -58,6 +58,30 @@ IMPORT_RESULT_SYNC_ERROR: ImportResult.ValueType  # 5
 """A divergent snapshot (trace_sync_error); the existing trace and its review were kept."""
 Global___ImportResult: _TypeAlias = ImportResult  # noqa: Y015
 
+class _TraceOrder:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _TraceOrderEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TraceOrder.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TRACE_ORDER_UNSPECIFIED: _TraceOrder.ValueType  # 0
+    """Newest import first."""
+    TRACE_ORDER_SOURCE_ASCENDING: _TraceOrder.ValueType  # 1
+    """By source display name (the source id where none is set), A to Z; newest import first within a source."""
+    TRACE_ORDER_SOURCE_DESCENDING: _TraceOrder.ValueType  # 2
+    """By source display name, Z to A; newest import first within a source."""
+
+class TraceOrder(_TraceOrder, metaclass=_TraceOrderEnumTypeWrapper):
+    """How ListTraces orders an owner's traces across pages."""
+
+TRACE_ORDER_UNSPECIFIED: TraceOrder.ValueType  # 0
+"""Newest import first."""
+TRACE_ORDER_SOURCE_ASCENDING: TraceOrder.ValueType  # 1
+"""By source display name (the source id where none is set), A to Z; newest import first within a source."""
+TRACE_ORDER_SOURCE_DESCENDING: TraceOrder.ValueType  # 2
+"""By source display name, Z to A; newest import first within a source."""
+Global___TraceOrder: _TypeAlias = TraceOrder  # noqa: Y015
+
 @_typing.final
 class Format(_message.Message):
     """One supported import format."""
@@ -321,6 +345,7 @@ class ListTracesRequest(_message.Message):
     CREATED_BEFORE_FIELD_NUMBER: _builtins.int
     PROCESS_PATTERN_FIELD_NUMBER: _builtins.int
     TRACE_IDS_FIELD_NUMBER: _builtins.int
+    ORDER_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """The authenticated owner."""
     source_id: _builtins.str
@@ -329,6 +354,8 @@ class ListTracesRequest(_message.Message):
     """Not evaluated by ingest, which answers INVALID_ARGUMENT when it is set: the labeler owns process
     findings, so the gateway resolves a pattern to `trace_ids` through ListProcessPatterns.
     """
+    order: Global___TraceOrder.ValueType
+    """The order of the pages; unspecified: newest import first."""
     @_builtins.property
     def page(self) -> _common_pb2.PageRequest:
         """Which page to return."""
@@ -355,10 +382,11 @@ class ListTracesRequest(_message.Message):
         created_before: _timestamp_pb2.Timestamp | None = ...,
         process_pattern: _builtins.str | None = ...,
         trace_ids: _abc.Iterable[_builtins.str] | None = ...,
+        order: Global___TraceOrder.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_process_pattern", b"_process_pattern", "_source_id", b"_source_id", "created_after", b"created_after", "created_before", b"created_before", "page", b"page", "process_pattern", b"process_pattern", "source_id", b"source_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_process_pattern", b"_process_pattern", "_source_id", b"_source_id", "created_after", b"created_after", "created_before", b"created_before", "owner_id", b"owner_id", "page", b"page", "process_pattern", b"process_pattern", "source_id", b"source_id", "trace_ids", b"trace_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_process_pattern", b"_process_pattern", "_source_id", b"_source_id", "created_after", b"created_after", "created_before", b"created_before", "order", b"order", "owner_id", b"owner_id", "page", b"page", "process_pattern", b"process_pattern", "source_id", b"source_id", "trace_ids", b"trace_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__process_pattern: _TypeAlias = _typing.Literal["process_pattern"]  # noqa: Y015
     _WhichOneofArgType__process_pattern: _TypeAlias = _typing.Literal["_process_pattern", b"_process_pattern"]  # noqa: Y015
@@ -409,21 +437,36 @@ class GetTraceRequest(_message.Message):
 
     OWNER_ID_FIELD_NUMBER: _builtins.int
     TRACE_ID_FIELD_NUMBER: _builtins.int
+    STEPS_OFFSET_FIELD_NUMBER: _builtins.int
+    STEPS_LIMIT_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """The authenticated owner."""
     trace_id: _builtins.str
     """The trace to return."""
+    steps_offset: _builtins.int
+    """The first step to return, by zero-based index; unset: 0. Spans and annotations are always whole."""
+    steps_limit: _builtins.int
+    """The most steps to return; unset: every step from steps_offset on."""
     def __init__(
         self,
         *,
         owner_id: _builtins.str = ...,
         trace_id: _builtins.str = ...,
+        steps_offset: _builtins.int | None = ...,
+        steps_limit: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_steps_limit", b"_steps_limit", "_steps_offset", b"_steps_offset", "steps_limit", b"steps_limit", "steps_offset", b"steps_offset"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "trace_id", b"trace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_steps_limit", b"_steps_limit", "_steps_offset", b"_steps_offset", "owner_id", b"owner_id", "steps_limit", b"steps_limit", "steps_offset", b"steps_offset", "trace_id", b"trace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__steps_limit: _TypeAlias = _typing.Literal["steps_limit"]  # noqa: Y015
+    _WhichOneofArgType__steps_limit: _TypeAlias = _typing.Literal["_steps_limit", b"_steps_limit"]  # noqa: Y015
+    _WhichOneofReturnType__steps_offset: _TypeAlias = _typing.Literal["steps_offset"]  # noqa: Y015
+    _WhichOneofArgType__steps_offset: _TypeAlias = _typing.Literal["_steps_offset", b"_steps_offset"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__steps_limit) -> _WhichOneofReturnType__steps_limit | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__steps_offset) -> _WhichOneofReturnType__steps_offset | None: ...
 
 Global___GetTraceRequest: _TypeAlias = GetTraceRequest  # noqa: Y015
 

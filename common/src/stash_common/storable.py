@@ -1,0 +1,39 @@
+"""What no store can hold: U+0000, which PostgreSQL's `text` and `json` refuse even in a lookup.
+
+Every service that takes text from callers checks it here first, so the caller gets INVALID_ARGUMENT
+naming the field instead of a failed write. Plain domain code: it imports neither grpc nor the protos.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from stash_common.errors import InvalidArgument
+
+
+def check_storable(text: str | None, where: str) -> None:
+    """INVALID_ARGUMENT when a string holds U+0000, which neither PostgreSQL's text nor its json can store."""
+    if text is not None and "\x00" in text:
+        raise InvalidArgument(where, "contains U+0000 (NUL), which cannot be stored; remove or escape it")
+
+
+def check_storable_json(value: Any, where: str, max_depth: int | None = None) -> None:
+    """Every string and key of a JSON value free of U+0000, nested at most `max_depth` levels of objects and
+    arrays (unbounded when None); the error names the path inside the value (`where.query[2]`)."""
+    pending: list[tuple[Any, str, int]] = [(value, where, 1)]
+    while pending:
+        item, path, depth = pending.pop()
+        if isinstance(item, str):
+            check_storable(item, path)
+            continue
+        if not isinstance(item, Mapping | list | tuple):
+            continue
+        if max_depth is not None and depth > max_depth:
+            raise InvalidArgument(path, f"nests deeper than {max_depth} levels of objects and arrays")
+        if isinstance(item, Mapping):
+            for key, child in item.items():
+                check_storable(str(key), f"{path} (key {str(key)[:40]!r})")
+                pending.append((child, f"{path}.{key}" if path else str(key), depth + 1))
+        else:
+            pending.extend((child, f"{path}[{index}]", depth + 1) for index, child in enumerate(item))
