@@ -17,6 +17,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from stash_cli.accounts import AdminClient, read_admin_key
+from stash_cli.backup import BackupError, export_account, import_account, is_account_export
 from stash_cli.client import ApiError, GatewayClient
 from stash_cli.demo import run_demo
 from stash_cli.hooks import AGENTS, HookError, current_home
@@ -35,7 +36,16 @@ from stash_cli.sessions import (
 )
 from stash_cli.settings import CliSettings
 from stash_cli.skills import follow_run, runs_table, save_skill, show_result, start_run
-from stash_cli.stack import GRPC_SERVICES, Layout, Stack, StackError, gateway_health, grpc_health, read_layout
+from stash_cli.stack import (
+    GRPC_SERVICES,
+    Layout,
+    Stack,
+    StackError,
+    gateway_health,
+    grpc_health,
+    read_layout,
+    read_restarts,
+)
 from stash_common.errors import ConfigError
 from stash_common.settings import SERVICE_NAMES, load
 
@@ -103,11 +113,10 @@ def serve(name: Annotated[str, typer.Argument(help=f"One of: {', '.join(SERVICE_
 
 @app.command()
 def up(data_dir: DataDir = None) -> None:
-    """Start all six services as separate processes, wait until healthy, stop them all on Ctrl-C."""
+    """Start all six services, restart any that crashes, stop them all on Ctrl-C or SIGTERM."""
     _use_data_dir(data_dir)
+    _stop_on_signals()
     stack = _start_stack()
-    signal.signal(signal.SIGTERM, _interrupt)
-    reported: set[str] = set()
     try:  # from here on, Ctrl-C (or SIGTERM) at any moment stops every service
         console.print(
             f"Gateway: [bold]{stack.layout.gateway_url}[/bold]  (API docs at {stack.layout.gateway_url}/docs)"
@@ -118,16 +127,26 @@ def up(data_dir: DataDir = None) -> None:
         )
         console.print("Press Ctrl-C to stop.")
         while True:
-            for name, code in stack.exited().items():
-                if name not in reported:
-                    errors.print(f"[yellow]{name} exited with code {code}[/yellow]; see {stack.layout.log_file(name)}")
-                    reported.add(name)
-            time.sleep(0.5)
+            for event in stack.supervise():
+                errors.print(f"[yellow]{event}[/yellow]; see {stack.layout.data_dir / 'logs'}")
+            time.sleep(0.2)
     except KeyboardInterrupt:
         console.print("Stopping…")
     finally:
+        _ignore_signals()  # a second Ctrl-C must not cut the shutdown short and orphan a service
         stack.stop()
     console.print("Stopped.")
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM stop the stack, even when this process inherited them ignored (nohup, a script's `&`)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _ignore_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def _interrupt(*_: object) -> None:
@@ -163,18 +182,29 @@ def status(data_dir: DataDir = None) -> None:
 
 
 def _print_health(layout: Layout) -> bool:
-    table = Table("service", "address", "health", "pid")
+    table = Table("service", "address", "health", "pid", "restarts")
     healthy = True
     for name in GRPC_SERVICES:
         state = grpc_health(layout.address(name))
         healthy &= state == "SERVING"
-        table.add_row(name, layout.address(name), _colour(state), _pid(layout.pid_file(name)))
+        table.add_row(name, layout.address(name), _colour(state), _pid(layout.pid_file(name)), _restarts(layout, name))
     code, _body = gateway_health(layout)
     gateway_state = "SERVING" if code == 200 else ("UNREACHABLE" if code is None else f"HTTP {code}")
     healthy &= code == 200
-    table.add_row("gateway", layout.gateway_url, _colour(gateway_state), _pid(layout.pid_file("gateway")))
+    gateway_pid = _pid(layout.pid_file("gateway"))
+    table.add_row("gateway", layout.gateway_url, _colour(gateway_state), gateway_pid, _restarts(layout, "gateway"))
     console.print(table)
     return healthy
+
+
+def _restarts(layout: Layout, name: str) -> str:
+    """How often `up` restarted the service, with the exit code of its last crash ("-" outside `up`)."""
+    record = read_restarts(layout, name)
+    if not record:
+        return "-"
+    if record["last_exit_code"] is None:
+        return str(record["restarts"])
+    return f"{record['restarts']} (last exit {record['last_exit_code']})"
 
 
 def _colour(state: str) -> str:
@@ -254,6 +284,7 @@ def keys_create(
 def demo(data_dir: DataDir = None) -> None:
     """The main job on the embedded profile: start the stack, create a user and key, show it healthy, stop."""
     _use_data_dir(data_dir)
+    _stop_on_signals()
     stack = _start_stack()
     try:
         settings = _settings()
@@ -273,10 +304,45 @@ def import_files(
     url: Url = None,
     key: Key = None,
 ) -> None:
-    """Import trace files through the gateway, one request per file (each all or nothing)."""
+    """Import trace files through the gateway, one request per file (each all or nothing); a single file written
+    by `stash-rm export` restores that whole account instead, into an account with no traces yet."""
+    if len(files) == 1 and is_account_export(files[0]):
+        _restore(files[0], url, key)
+        return
     failures = _upload([(path, format_name) for path in files], url, key, source_id)
     if failures:
         raise typer.Exit(code=1)
+
+
+@app.command("export")
+def export_file(
+    output: Annotated[Path, typer.Argument(help="The JSONL file to write.", dir_okay=False)],
+    url: Url = None,
+    key: Key = None,
+) -> None:
+    """Write your whole account (traces, annotations, source names) to one file that `stash-rm import` restores."""
+    partial = output.with_name(f"{output.name}.partial")  # only a finished export takes the name
+    try:
+        with _gateway(url, key) as client, Progress(console=console) as progress, partial.open("wb") as file:
+            task = progress.add_task("Exporting traces", total=None)
+            try:
+                counts = export_account(client, file, lambda: progress.advance(task))
+            except BackupError as error:
+                raise _fail(str(error)) from None
+        partial.replace(output)
+    finally:
+        partial.unlink(missing_ok=True)
+    console.print(f"Exported {counts.line()} to {output}.")
+
+
+def _restore(path: Path, url: str | None, key: str | None) -> None:
+    with _gateway(url, key) as client, Progress(console=console) as progress:
+        task = progress.add_task("Importing account", total=None)
+        try:
+            counts = import_account(client, path, lambda: progress.advance(task))
+        except BackupError as error:
+            raise _fail(str(error)) from None
+    console.print(f"Imported {counts.line()} from {path}.")
 
 
 @sessions_app.command("import")

@@ -1,0 +1,532 @@
+"""Owner isolation on the cluster profile: every id route of the gateway and every owner-scoped RPC of the
+services, called as owner A (alice) with owner B's (bob's) real ids, finds nothing and changes nothing; and
+B's read-only key is refused on every write.
+
+The routes come from the running gateway's OpenAPI and the RPCs from the protos' descriptors, so a new one
+fails these tests until it is walked here or listed below with the reason it is not.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import httpx
+import orjson
+import pytest
+from fakes.llm_server import FakeLLM
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
+
+from stash.rm.v1 import (
+    common_pb2,
+    gepa_pb2,
+    gepa_pb2_grpc,
+    ingest_pb2,
+    ingest_pb2_grpc,
+    labeler_pb2,
+    labeler_pb2_grpc,
+    scorer_pb2,
+    scorer_pb2_grpc,
+    trainer_pb2,
+    trainer_pb2_grpc,
+)
+from stash_common.channels import open_channel
+from support.fixtures import real_fixture
+from support.ingest import stash_line
+from support.models import new_bucket, offline_training_env
+from support.otlp import otlp_document, span_dict
+from support.stack import RunningStack, cluster_env, running_stack
+
+JOB_WAIT_S = 240
+TERMINAL = ("succeeded", "failed")
+TASK_ID = "bob-task"
+SOURCE_ID = "bob-shop"
+CLAUDE_CODE_SESSION = "claude-code/spotter-v2.1-tool-heavy.jsonl"
+
+# Path parameters that carry an owner's id, and which of B's ids each one takes.
+ID_PARAMS = {"trace_id": "trace", "annotation_id": "annotation", "model_id": "model", "run_id": "gepa_run"}
+ID_PARAMS |= {"key_id": "key", "task_id": "task"}
+# Routes with a path parameter that are not owner-scoped, with the reason.
+NOT_OWNER_SCOPED = {
+    "/api/v1/admin/users/{name_or_id}": "operator route behind the admin key, which belongs to no owner",
+    "/api/v1/admin/users/{name_or_id}/keys": "operator route behind the admin key, which belongs to no owner",
+    "/api/v1/rm/artifacts/{key}": "no bearer at all: a signed URL, whose signature is the check",
+}
+# Task ids are names the agent chooses, not ids the platform hands out: A's calls address A's own task of that
+# name (answered 200) and must neither show nor change B's.
+OWN_NAMESPACE = {"/api/v1/rm/trajectories/{task_id}/events", "/api/v1/rm/trajectories/{task_id}/course-correction"}
+# Routes that take the admin key, not an API key, so no read-only key reaches them.
+ADMIN_ROUTES = "/api/v1/admin/"
+# POST routes that only read, so a read-only key may call them.
+READS_BY_POST = {
+    "/api/v1/rm/query": "one read-only SELECT",
+    "/api/v1/rm/traces/{trace_id}/section-summaries": "summaries of a trace's sections, computed on read",
+    "/api/v1/rm/traces/{trace_id}/completion": "completion estimates of a trace, computed on read",
+}
+
+
+@dataclass(frozen=True)
+class Owned:
+    """One of everything owner B has, by id."""
+
+    user_id: str
+    trace: str
+    traces: list[str]
+    step: str
+    annotation: str
+    model: str
+    scoring_run: str
+    gepa_run: str
+    key: str
+    read_only_key: str
+    task: str = TASK_ID
+    source: str = SOURCE_ID
+
+
+def _stand_in(path: str, body: dict[str, Any]) -> str:
+    """The reflection model names the skill and proposes a body; the task model answers every request alike."""
+    if body["model"] != "stand-in-reflection":
+        return "Your refund is approved."
+    if body["messages"][-1]["content"].startswith("You name a skill"):
+        return '{"name": "Refund desk", "description": "Use when a customer asks for a refund."}'
+    return "```markdown\n# Refunds\n\nApprove the refund the customer asked for.\n```"
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeLLM]:
+    fake = FakeLLM().start()
+    fake.reply = _stand_in
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory,
+    module_postgres_url: str,
+    module_redis_url: str,
+    s3_endpoint_url: str,
+    llm: FakeLLM,
+) -> Iterator[RunningStack]:
+    with running_stack(
+        tmp_path_factory.mktemp("isolation"),
+        **cluster_env(module_postgres_url, module_redis_url),
+        **offline_training_env(new_bucket(s3_endpoint_url, "stash-isolation"), s3_endpoint_url),
+        STASH_GEPA_REFLECTION_API_BASE=f"{llm.url}/v1",
+        STASH_GEPA_MAX_LENGTH="128",
+        STASH_SCORER_MAX_LENGTH="128",
+        # Changes wait an hour to be scored, so B's data is settled once the ready model's runs finished.
+        STASH_SCORER_DEBOUNCE_S="3600",
+    ) as running:
+        yield running
+
+
+def _waited(what: str, probe: Callable[[], Any]) -> Any:
+    deadline = time.monotonic() + JOB_WAIT_S
+    while time.monotonic() < deadline:
+        if (found := probe()) is not None:
+            return found
+        time.sleep(0.5)
+    raise TimeoutError(f"{what} within {JOB_WAIT_S}s")
+
+
+def _finished(client: httpx.Client, path: str) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        found = client.get(path).json()
+        return found if found["status"] in TERMINAL else None
+
+    return _waited(f"{path} did not finish", probe)
+
+
+def _ok(response: httpx.Response, status: int = 200) -> Any:
+    assert response.status_code == status, f"{response.request.method} {response.request.url}: {response.text}"
+    return response.json() if response.content else None
+
+
+def _rated_trace(client: httpx.Client, number: int) -> str:
+    """A trace from B's source whose lookup call is rated + and whose answer −: action pairs to train on."""
+    trace = orjson.loads(stash_line(f"bob-{number}"))
+    trace["steps"][1]["content"] = f"I want a refund for order {1100 + number}"
+    body = {"format": "stash", "data": orjson.dumps(trace).decode(), "source_id": SOURCE_ID}
+    trace_id = str(_ok(client.post("/traces/import", json=body))["trace_ids"][0])
+    steps = _ok(client.get(f"/traces/{trace_id}"))["steps"]
+    for step, rating in ((steps[2], 1), (steps[4], -1)):
+        _ok(client.post(f"/traces/{trace_id}/annotations", json={"step_id": step["id"], "rating": rating}), 201)
+    return trace_id
+
+
+def _commented(client: httpx.Client, trace_id: str) -> tuple[str, str]:
+    """A flagged annotation quoting the user's step; returns (annotation id, step id)."""
+    step = _ok(client.get(f"/traces/{trace_id}"))["steps"][1]
+    quote = {"text": "refund", "prefix": "I want a ", "suffix": " for order"}
+    body = {"step_id": step["id"], "comment": "the request", "quote": quote}
+    annotation = _ok(client.post(f"/traces/{trace_id}/annotations", json=body), 201)
+    flag = {"label_error": True, "label_error_note": "not a refund"}
+    _ok(client.patch(f"/annotations/{annotation['id']}", json=flag))
+    return annotation["id"], step["id"]
+
+
+def _scoring_run(client: httpx.Client, trace_ids: list[str]) -> str:
+    """A finished scoring run of B's: the scorer scores the owner's traces once a model is ready; waits until
+    every run of B's traces has finished."""
+
+    def probe() -> str | None:
+        runs = [run for trace_id in trace_ids for run in _ok(client.get(f"/traces/{trace_id}"))["scoring_runs"]]
+        return runs[0]["id"] if runs and all(run["status"] in TERMINAL for run in runs) else None
+
+    return str(_waited("B's traces were not scored", probe))
+
+
+def _settled_labels(client: httpx.Client, trace_ids: list[str]) -> None:
+    """Wait until the labeler finished with every trace, so that B's data no longer changes by itself."""
+    for trace_id in trace_ids:
+
+        def probe(trace_id: str = trace_id) -> bool | None:
+            evaluation = _ok(client.get(f"/traces/{trace_id}"))["evaluation"]
+            return True if evaluation and evaluation["status"] in TERMINAL else None
+
+        _waited(f"trace {trace_id} was not labelled", probe)
+
+
+@pytest.fixture(scope="module")
+def owned(bob: httpx.Client, llm: FakeLLM) -> Owned:
+    """B's traces, annotations, source name, live task, reward model, scoring run, GEPA run and keys."""
+    traces = [_rated_trace(bob, number) for number in range(4)]
+    annotation, step = _commented(bob, traces[0])
+    _ok(bob.put("/trace-sources", json={"source_id": SOURCE_ID, "name": "Bob's shop"}))
+    _ok(bob.post(f"/trajectories/{TASK_ID}/events", json={"events": [{"action": "edit", "target_files": ["a.py"]}]}))
+    created = _ok(bob.post("/reward-models", json={"name": "bob's model", "trace_ids": traces, "epochs": 1}))
+    model = _finished(bob, f"/reward-models/{created['id']}")
+    assert model["status"] == "succeeded", model["error"]
+    scoring_run = _scoring_run(bob, traces)
+    gepa = {
+        "reward_model_id": model["id"],
+        "task_model": "openai/stand-in-task",
+        "task_api_base": f"{llm.url}/v1",
+        "reflection_model": "openai/stand-in-reflection",
+        "max_metric_calls": 4,
+    }
+    gepa_run = _finished(bob, f"/gepa-runs/{_ok(bob.post('/gepa-runs', json=gepa))['id']}")
+    assert gepa_run["status"] == "succeeded", gepa_run["error"]
+    reader = _ok(bob.post("/keys", json={"name": "reader", "read_only": True}), 201)
+    _settled_labels(bob, traces)
+    return Owned(
+        user_id=_ok(bob.get("/me"))["user_id"],
+        trace=traces[0],
+        traces=traces,
+        step=step,
+        annotation=annotation,
+        model=model["id"],
+        scoring_run=scoring_run,
+        gepa_run=gepa_run["id"],
+        key=_ok(bob.get("/keys"))[0]["id"],
+        read_only_key=reader["key"],
+    )
+
+
+def snapshot(client: httpx.Client, owned: Owned) -> dict[str, Any]:
+    """Everything B can read about its data (the weights link alone is left out: it is signed anew each time)."""
+    paths = [
+        "/traces",
+        "/trace-sources",
+        "/keys",
+        "/reward-models",
+        f"/reward-models/{owned.model}",
+        "/gepa-runs",
+        f"/gepa-runs/{owned.gepa_run}",
+        f"/trajectories/{owned.task}/course-correction",
+        *(f"/traces/{trace_id}" for trace_id in owned.traces),
+        f"/traces/{owned.trace}/sections",
+    ]
+    found: dict[str, Any] = {path: _ok(client.get(path)) for path in paths}
+    for path in ("/export/traces", "/export/annotations", f"/export/pairs?reward_model_id={owned.model}"):
+        found[path] = client.get(path).text
+    return found
+
+
+@pytest.fixture(scope="module")
+def before(bob: httpx.Client, owned: Owned) -> dict[str, Any]:
+    return snapshot(bob, owned)
+
+
+@pytest.fixture(scope="module")
+def openapi(stack: RunningStack) -> dict[str, Any]:
+    """The OpenAPI document the running gateway serves."""
+    return dict(httpx.get(f"{stack.gateway_url}/openapi.json").json())
+
+
+def operations(openapi: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(METHOD, path template, operation) for every operation of the document."""
+    for path, methods in openapi["paths"].items():
+        for method, operation in methods.items():
+            yield method.upper(), path, operation
+
+
+def path_params(operation: dict[str, Any]) -> list[str]:
+    return [param["name"] for param in operation.get("parameters", []) if param["in"] == "path"]
+
+
+def url_of(path: str, operation: dict[str, Any], owned: Owned) -> str:
+    """The path template filled in with B's ids."""
+    for name in path_params(operation):
+        path = path.replace(f"{{{name}}}", getattr(owned, ID_PARAMS[name]))
+    return path
+
+
+def otlp_json() -> bytes:
+    """A one-span OTLP/JSON export request (synthetic)."""
+    return orjson.dumps(otlp_document(span_dict("00f067aa0ba902b7", 1_000)))
+
+
+def body_of(method: str, path: str, operation: dict[str, Any], owned: Owned) -> dict[str, Any]:
+    """A valid request body for the operation built from B's ids, so that only ownership can refuse it."""
+    bodies: dict[str, Callable[[], dict[str, Any]]] = {
+        "POST /api/v1/rm/traces/{trace_id}/score": lambda: {"json": {"reward_model_id": owned.model}},
+        "POST /api/v1/rm/traces/{trace_id}/annotations": lambda: {"json": {"step_id": owned.step, "rating": 1}},
+        "PATCH /api/v1/rm/annotations/{annotation_id}": lambda: {"json": {"comment": "changed by someone else"}},
+        "POST /api/v1/rm/traces/{trace_id}/section-summaries": lambda: {
+            "json": {"ranges": [{"first_step_id": owned.step, "last_step_id": owned.step}]}
+        },
+        "POST /api/v1/rm/trajectories/{task_id}/events": lambda: {"json": {"events": [{"action": "read"}]}},
+        "POST /api/v1/rm/query": lambda: {"json": {"sql": "SELECT count(*) AS n FROM traces"}},
+        "POST /api/v1/rm/keys": lambda: {"json": {"name": "more"}},
+        "POST /api/v1/rm/traces/import": lambda: {"json": {"format": "stash", "data": stash_line("written")}},
+        "PUT /api/v1/rm/trace-sources": lambda: {"json": {"source_id": owned.source, "name": "renamed"}},
+        "POST /api/v1/rm/reward-models": lambda: {"json": {"name": "more", "trace_ids": owned.traces}},
+        "POST /api/v1/rm/gepa-runs": lambda: {"json": {"reward_model_id": owned.model}},
+        "POST /api/v1/me/transcripts": lambda: {"content": stash_line("transcript").encode()},
+        "POST /api/v1/rm/otel/v1/traces": lambda: {
+            "content": otlp_json(),
+            "headers": {"Content-Type": "application/json"},
+        },
+    }
+    builder = bodies.get(f"{method} {path}")
+    if builder is None:
+        assert not operation.get("requestBody", {}).get("required"), f"{method} {path} needs a body in body_of"
+        return {}
+    return builder()
+
+
+def call(client: httpx.Client, method: str, path: str, operation: dict[str, Any], owned: Owned) -> httpx.Response:
+    """The operation on B's ids, with a valid body, at its full path on the client's gateway."""
+    url = client.base_url.copy_with(raw_path=url_of(path, operation, owned).encode())
+    return client.request(method, url, **body_of(method, path, operation, owned))
+
+
+def id_operations(openapi: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """Every operation that takes an owner's id in its path; fails on a parameter this module does not know."""
+    walked = []
+    for method, path, operation in operations(openapi):
+        params = path_params(operation)
+        if not params or path in NOT_OWNER_SCOPED:
+            continue
+        unknown = [name for name in params if name not in ID_PARAMS]
+        assert not unknown, f"{method} {path} takes {unknown}: walk it with B's id or list it in NOT_OWNER_SCOPED"
+        walked.append((method, path, operation))
+    return walked
+
+
+def test_b_itself_reads_every_id_route_with_its_ids(openapi: dict[str, Any], bob: httpx.Client, owned: Owned) -> None:
+    """B itself reads every id route with its ids (so a 404 below is about the owner, not the id)."""
+    for method, path, operation in id_operations(openapi):
+        if method == "GET":
+            response = call(bob, method, path, operation, owned)
+            assert response.status_code == 200, f"B's own {method} {path}: {response.text}"
+
+
+def test_another_owner_gets_404_on_every_id_route_and_changes_nothing(
+    openapi: dict[str, Any], alice: httpx.Client, bob: httpx.Client, owned: Owned, before: dict[str, Any]
+) -> None:
+    walked = id_operations(openapi)
+    assert len(walked) >= 15, [f"{method} {path}" for method, path, _ in walked]
+    for method, path, operation in walked:
+        response = call(alice, method, path, operation, owned)
+        if path in OWN_NAMESPACE:
+            assert response.status_code == 200, f"{method} {path}: {response.text}"
+            assert owned.user_id not in response.text and "a.py" not in response.text
+        else:
+            assert response.status_code == 404, f"LEAK? {method} {path} as A: {response.status_code} {response.text}"
+
+    assert snapshot(bob, owned) == before
+
+
+def test_b_s_ids_in_bodies_and_queries_are_not_found_either(
+    alice: httpx.Client, bob: httpx.Client, owned: Owned, before: dict[str, Any]
+) -> None:
+    """Ids that travel in a body or the query string: A's own trace with B's model or B's step, and so on."""
+    mine = str(_ok(alice.post("/traces/import", json={"format": "stash", "data": stash_line("alice")}))["trace_ids"][0])
+    refused = [
+        alice.post(f"/traces/{mine}/score", json={"reward_model_id": owned.model}),
+        alice.post("/reward-models", json={"name": "theirs", "trace_ids": [owned.trace]}),
+        alice.post("/gepa-runs", json={"reward_model_id": owned.model}),
+        alice.get("/export/pairs", params={"reward_model_id": owned.model}),
+    ]
+    for response in refused:
+        assert response.status_code == 404, f"LEAK? {response.request.url}: {response.status_code} {response.text}"
+    foreign_step = alice.post(f"/traces/{mine}/annotations", json={"step_id": owned.step, "rating": 1})
+    assert foreign_step.status_code == 422 and f"is not a step of trace {mine}" in foreign_step.text
+    assert _ok(alice.get("/traces", params={"source_id": owned.source})) == {"traces": [], "total": 0}
+    exported = alice.get("/export/traces", params={"trace_id": owned.traces})
+    assert (exported.status_code, exported.text) == (200, ""), exported.text
+    named = _ok(alice.put("/trace-sources", json={"source_id": owned.source, "name": "A's name for it"}))
+    assert named["owner_id"] != owned.user_id and named["trace_count"] == 0
+    assert owned.user_id not in alice.get("/trace-sources").text
+
+    assert snapshot(bob, owned) == before
+
+
+def test_a_read_only_key_is_refused_on_every_write_and_changes_nothing(
+    openapi: dict[str, Any], stack: RunningStack, bob: httpx.Client, owned: Owned, before: dict[str, Any]
+) -> None:
+    writes = [
+        (method, path, operation)
+        for method, path, operation in operations(openapi)
+        if method != "GET" and path not in READS_BY_POST and not path.startswith(ADMIN_ROUTES)
+    ]
+    assert len(writes) >= 15, [f"{method} {path}" for method, path, _ in writes]
+    with stack.client(owned.read_only_key) as reader:
+        assert _ok(reader.get("/me"))["read_only"] is True
+        for method, path, operation in writes:
+            response = call(reader, method, path, operation, owned)
+            assert response.status_code == 403, f"{method} {path} with a read-only key: {response.text}"
+            assert "read-only" in response.json()["detail"], response.text
+
+    assert snapshot(bob, owned) == before
+
+
+# -- gRPC: the services' own RPCs, which trust the owner_id they are given and must scope every query by it.
+
+STUBS = {
+    "IngestService": (ingest_pb2, ingest_pb2_grpc.IngestServiceStub, "ingest"),
+    "LabelerService": (labeler_pb2, labeler_pb2_grpc.LabelerServiceStub, "labeler"),
+    "ScorerService": (scorer_pb2, scorer_pb2_grpc.ScorerServiceStub, "scorer"),
+    "TrainerService": (trainer_pb2, trainer_pb2_grpc.TrainerServiceStub, "trainer"),
+    "GepaService": (gepa_pb2, gepa_pb2_grpc.GepaServiceStub, "gepa"),
+}
+# Request fields that carry an owner's id, and which of B's ids each one takes.
+ID_FIELDS = {"trace_id": "trace", "annotation_id": "annotation", "reward_model_id": "model", "step_id": "step"}
+ID_FIELDS |= {"gepa_run_id": "gepa_run", "scoring_run_id": "scoring_run", "task_id": "task", "source_id": "source"}
+# B's job ids are never shown, not even to B: its model's id stands in, which names no job of A's either.
+ID_FIELDS |= {"trace_ids": "trace", "job_id": "model"}
+# RPCs that answer A with A's own rows: lists and batch reads filter by owner, names are per owner.
+OWN_ROWS = {
+    "IngestService/ImportTraces": "adds A's own trace under that source id",
+    "IngestService/IngestOtlpSpans": "adds A's own spans under that source id",
+    "IngestService/UploadTranscript": "adds A's own trace under that source id",
+    "IngestService/ListTraces": "a filter: B's ids match none of A's traces",
+    "IngestService/ListTraceSources": "A's own sources",
+    "IngestService/RenameTraceSource": "names are per owner: A names its own source of that id",
+    "IngestService/ExportTraces": "a filter over A's traces",
+    "IngestService/ExportAnnotations": "a filter over A's annotations",
+    "IngestService/ListTraceRevisions": "A's own revisions",
+    "IngestService/StreamOwnerRows": "A's own rows",
+    "IngestService/GetOwnerVersion": "A's own version counter",
+    "LabelerService/GetTraceEvaluation": "answers no evaluation for an id A has none for",
+    "LabelerService/BatchGetEvaluationSummaries": "a batch read keyed by A's traces",
+    "LabelerService/ListProcessPatterns": "a filter over A's patterns",
+    "LabelerService/RecordTrajectoryEvents": "task ids are per owner: A records its own task of that name",
+    "LabelerService/GetCourseCorrection": "task ids are per owner: A's own task of that name",
+    "LabelerService/StreamOwnerRows": "A's own rows",
+    "LabelerService/GetOwnerVersion": "A's own version counter",
+    "ScorerService/ListTraceScores": "a filter over A's scores",
+    "ScorerService/ListActionScores": "a filter over A's scores",
+    "ScorerService/ListScoringRuns": "a filter over A's runs",
+    "ScorerService/BatchGetLatestScores": "a batch read keyed by A's traces",
+    "ScorerService/StreamOwnerRows": "A's own rows",
+    "ScorerService/GetOwnerVersion": "A's own version counter",
+    "TrainerService/ListRewardModels": "A's own models",
+    "GepaService/ListGepaRuns": "A's own runs",
+}
+NOT_OWNER_SCOPED_RPCS = {"IngestService/ListFormats": "the same formats for everyone"}
+# What a request needs besides ids to pass validation, so that only ownership can refuse it.
+EXTRA_FIELDS: dict[str, Callable[[Owned], dict[str, Any]]] = {
+    "IngestService/ImportTraces": lambda _: {"format": "stash", "data": stash_line("rpc").encode()},
+    "IngestService/IngestOtlpSpans": lambda _: {"export_trace_service_request_json": otlp_json()},
+    "IngestService/UploadTranscript": lambda _: {"agent": "auto", "data": real_fixture(CLAUDE_CODE_SESSION)},
+    "IngestService/RenameTraceSource": lambda _: {"name": "A's name"},
+    "IngestService/CreateAnnotation": lambda _: {"rating": 1},
+    "IngestService/UpdateAnnotation": lambda _: {"comment": "changed", "update_mask": {"paths": ["comment"]}},
+    "IngestService/GetTraceRevision": lambda _: {"revision": 1},
+    "IngestService/ListTraceRevisions": lambda _: {"limit": 100},
+    # A revision of B's trace not evaluated yet: queued for A, it would find no trace and forget B's labels.
+    "LabelerService/AnnounceTraceRevision": lambda _: {"revision": 2},
+    "LabelerService/RecordTrajectoryEvents": lambda _: {"events": [{"action": "read"}]},
+    "LabelerService/SummarizeSections": lambda owned: {
+        "ranges": [{"first_step_id": owned.step, "last_step_id": owned.step}]
+    },
+    "TrainerService/CreateRewardModel": lambda _: {"name": "theirs"},
+    "TrainerService/CompleteJob": lambda _: {"status": common_pb2.JOB_STATUS_FAILED, "error": "stopped"},
+    "GepaService/CompleteGepaJob": lambda _: {"result": {"error": "stopped"}},
+    "ScorerService/ReportScoringResult": lambda _: {"status": common_pb2.JOB_STATUS_SUCCEEDED, "trace_revision": 1},
+}
+
+
+def rpc_methods() -> Iterator[tuple[str, Any]]:
+    """("Service/Method", method descriptor) for every RPC of the five services."""
+    for service, (module, _stub, _address) in STUBS.items():
+        for method in module.DESCRIPTOR.services_by_name[service].methods:
+            yield f"{service}/{method.name}", method
+
+
+def rpc_request(name: str, method: Any, owner_id: str, owned: Owned) -> Message:
+    """The RPC's request as owner A, every id field filled with B's id."""
+    fields: dict[str, Any] = {"owner_id": owner_id}
+    for field in method.input_type.fields:
+        if field.name.endswith(("_id", "_ids")) and field.name != "owner_id":
+            assert field.name in ID_FIELDS, f"{name}.{field.name}: add it to ID_FIELDS with the id of B it takes"
+            value = getattr(owned, ID_FIELDS[field.name])
+            fields[field.name] = [value] if field.is_repeated else value
+    extra = EXTRA_FIELDS[name](owned) if name in EXTRA_FIELDS else {}
+    return GetMessageClass(method.input_type)(**fields, **extra)
+
+
+def invoke(stack: RunningStack, name: str, method: Any, request: Message) -> Any:
+    """Call the RPC on the running service; a streaming answer is read to its end."""
+    service, rpc = name.split("/")
+    _module, stub_class, address = STUBS[service]
+    channel = open_channel(stack.env[f"STASH_{address.upper()}_ADDRESS"])
+    try:
+        answer = getattr(stub_class(channel), rpc)(request, timeout=30)
+        return list(answer) if method.server_streaming else answer
+    finally:
+        channel.close()
+
+
+def b_s_ids(owned: Owned) -> list[str]:
+    return [owned.user_id, *owned.traces, owned.step, owned.annotation, owned.model, owned.scoring_run]
+
+
+def test_every_owner_scoped_rpc_as_another_owner_is_not_found_or_sees_only_its_own_rows(
+    stack: RunningStack, alice: httpx.Client, bob: httpx.Client, owned: Owned, before: dict[str, Any]
+) -> None:
+    owner_a = _ok(alice.get("/me"))["user_id"]
+    outcomes = {
+        name: rpc_outcome(stack, name, method, rpc_request(name, method, owner_a, owned), owned)
+        for name, method in rpc_methods()
+        if name not in NOT_OWNER_SCOPED_RPCS
+    }
+    wrong = {name: outcome for name, outcome in outcomes.items() if outcome != expected_outcome(name)}
+    assert not wrong, f"LEAK? RPCs as A on B's ids: {wrong}"
+    assert len(outcomes) - len(OWN_ROWS) >= 25, sorted(outcomes)
+
+    assert snapshot(bob, owned) == before
+
+
+def expected_outcome(name: str) -> str:
+    """Lists, filters and per-owner names answer A with A's own rows; everything else finds nothing."""
+    return "own rows" if name in OWN_ROWS else "NOT_FOUND"
+
+
+def rpc_outcome(stack: RunningStack, name: str, method: Any, request: Message, owned: Owned) -> str:
+    """`NOT_FOUND`, another status code, `own rows`, or which of B's ids the answer showed."""
+    try:
+        answer = invoke(stack, name, method, request)
+    except grpc.RpcError as error:
+        return error.code().name if error.code() == grpc.StatusCode.NOT_FOUND else f"{error.code()}: {error.details()}"
+    shown = "".join(map(str, answer)) if method.server_streaming else str(answer)
+    leaked = [value for value in b_s_ids(owned) if value in shown]
+    return f"showed B's {leaked}" if leaked else "own rows"
