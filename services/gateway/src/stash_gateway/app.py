@@ -7,17 +7,27 @@ from contextlib import asynccontextmanager
 
 import grpc
 import structlog
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.gzip import GZipMiddleware
 
 from stash_common.db import make_engine, make_sessions
 from stash_common.errors import StashError
 from stash_common.server import start
 from stash_common.storage import LocalObjectStore, load_signing_key
-from stash_gateway import otlp
+from stash_gateway import otlp, web
 from stash_gateway.metrics import HttpMetrics
+from stash_gateway.openapi import (
+    document_errors,
+    method_not_allowed_response,
+    refuse_nul_in_url,
+    validation_error_response,
+)
 from stash_gateway.otlp import register_trace_service
 from stash_gateway.peers import Peers
 from stash_gateway.query.engine import QueryEngine
+from stash_gateway.rate_limits import RateLimits
 from stash_gateway.routes import (
     account,
     admin,
@@ -63,12 +73,25 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         app.state.peers.close()
         engine.dispose()
 
-    app = FastAPI(title="Stash RM", version="0.1.0", lifespan=lifespan, docs_url="/docs")
+    app = FastAPI(
+        title="Stash RM",
+        version="0.1.0",
+        lifespan=lifespan,
+        docs_url="/docs",
+        dependencies=[Depends(refuse_nul_in_url)],
+    )
     app.state.settings = settings
     app.state.metrics = HttpMetrics()
+    app.state.rate_limits = RateLimits(settings)
+    # Gzip for clients that accept it, innermost (added first) so it sees whole bodies and skips small ones;
+    # answers already encoded, gRPC and event streams are left alone.
+    app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=6)
     app.middleware("http")(app.state.metrics.middleware)
     app.add_exception_handler(StashError, stash_error_response)
     app.add_exception_handler(grpc.RpcError, rpc_error_response)
+    app.add_exception_handler(RequestValidationError, validation_error_response)
+    app.add_exception_handler(StarletteHTTPException, method_not_allowed_response)
+    document_errors(app)
     app.include_router(health.router)
     app.include_router(query.router)
     routes = (
@@ -86,6 +109,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     )
     for module in (*routes, otlp):
         app.include_router(module.router)
+    web.install(app)
     if settings.s3_bucket is None:
         # S3 presigns its own URLs; only local artifacts need the gateway to serve them.
         signing_key = load_signing_key(settings.data_dir, settings.signing_key)

@@ -1,7 +1,14 @@
-"""Bearer authentication against hashed API keys, for REST (FastAPI dependencies) and OTLP/gRPC."""
+"""Bearer authentication against hashed API keys, for REST (FastAPI dependencies) and OTLP/gRPC.
+
+The web UI signs in once and then sends the key as an HttpOnly session cookie instead of a header;
+a cookie travels with any request the browser makes, so a cookie-authenticated write must also carry
+the session's CSRF token in a header that another site's page cannot set or know.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -14,6 +21,9 @@ from stash_gateway.accounts import Principal
 from stash_gateway.store import find_principal
 
 _bearer = HTTPBearer(auto_error=False, description="A Stash RM API key: `Authorization: Bearer srm_…`")
+SESSION_COOKIE = "stash_session"
+CSRF_HEADER = "X-Stash-CSRF"
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def authorize(sessions: sessionmaker[Session], secret: str | None, write: bool) -> Principal:
@@ -38,18 +48,37 @@ def bearer_secret(header: str | None) -> str | None:
     return secret.strip() if scheme.lower() == "bearer" else None
 
 
+def csrf_token(secret: str) -> str:
+    """The CSRF token of a browser session: derived from its key, so no server state is needed and
+    every gateway replica agrees; one-way, so the page that holds it never learns the key."""
+    return hashlib.sha256(b"stash-rm csrf\0" + secret.encode()).hexdigest()
+
+
+def presented_secret(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    """The key of a request: the bearer header when sent (unchanged for API clients), otherwise the
+    web UI's session cookie, whose writes must carry the matching CSRF header (403 otherwise)."""
+    if credentials is not None:
+        return credentials.credentials
+    secret = request.cookies.get(SESSION_COOKIE)
+    if secret and request.method not in _SAFE_METHODS:
+        sent = request.headers.get(CSRF_HEADER, "")
+        if not hmac.compare_digest(sent.encode(), csrf_token(secret).encode()):
+            raise PermissionDenied(f"missing or wrong {CSRF_HEADER} header: a browser session's writes need its token")
+    return secret
+
+
 def authenticate(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Principal:
     """Any valid key: the caller may read."""
-    return authorize(request.app.state.sessions, credentials.credentials if credentials else None, write=False)
+    return authorize(request.app.state.sessions, presented_secret(request, credentials), write=False)
 
 
 def require_write(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Principal:
     """A full-access key: the caller may change data."""
-    return authorize(request.app.state.sessions, credentials.credentials if credentials else None, write=True)
+    return authorize(request.app.state.sessions, presented_secret(request, credentials), write=True)
 
 
 Reader = Annotated[Principal, Depends(authenticate)]

@@ -14,7 +14,7 @@ from typing import Any
 from stash.rm.v1 import common_pb2, labeler_pb2
 from stash.rm.v1.labeler_pb2_grpc import LabelerServiceStub
 from stash_common.requests import PAGE_LIMIT_MAX
-from stash_gateway.peers import tolerating_outage
+from stash_gateway.peers import resolved_tolerating_outage, tolerating_outage
 from stash_gateway.rendering import enum_name, optional, struct_json, timestamp_json
 
 PATTERN_TRACES_MAX = 10_000
@@ -148,6 +148,33 @@ def _summary_json(summary: labeler_pb2.EvaluationSummary) -> dict[str, Any]:
         "score": optional(summary, "trace_score"),
         "outcome": enum_name(common_pb2.Outcome, summary.outcome),
     }
+
+
+def pattern_names(
+    labeler: LabelerServiceStub, owner_id: str, trace_ids: Sequence[str], timeout_s: float
+) -> dict[str, list[str]]:
+    """The process patterns found in each listed trace's latest evaluation, by name, by first step.
+
+    One call per trace, all in flight at once; a trace is left out when the labeler is out of reach."""
+    calls = {
+        trace_id: labeler.ListProcessPatterns.future(
+            labeler_pb2.ListProcessPatternsRequest(
+                owner_id=owner_id, trace_id=trace_id, page=common_pb2.PageRequest(limit=PAGE_LIMIT_MAX)
+            ),
+            timeout=timeout_s,
+        )
+        for trace_id in trace_ids
+    }
+    answers = {trace_id: resolved_tolerating_outage("labeler", call) for trace_id, call in calls.items()}
+    return {
+        trace_id: [finding.pattern.name for finding in sorted(answer.findings, key=_first_step)]
+        for trace_id, answer in answers.items()
+        if answer is not None
+    }
+
+
+def _first_step(finding: labeler_pb2.ProcessFinding) -> tuple[int, str]:
+    return finding.first_step_index, finding.pattern.name
 
 
 def traces_with_pattern(labeler: LabelerServiceStub, owner_id: str, pattern: str, timeout_s: float) -> list[str]:

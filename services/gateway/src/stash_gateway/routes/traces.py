@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from google.protobuf import timestamp_pb2
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2, scorer_pb2
 from stash_common.errors import InvalidArgument, ResourceExhausted
 from stash_common.messages import timestamp_of
 from stash_gateway.auth import Reader, Writer
-from stash_gateway.evaluations import merge_evaluation, summaries, trace_evaluations, traces_with_pattern
+from stash_gateway.evaluations import (
+    merge_evaluation,
+    pattern_names,
+    summaries,
+    trace_evaluations,
+    traces_with_pattern,
+)
+from stash_gateway.openapi import RequestBody
+from stash_gateway.rate_limits import ImportWriter
 from stash_gateway.rendering import enum_name, summary_json, trace_detail_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.routes.paging import Page
@@ -23,9 +31,17 @@ from stash_gateway.scores import latest_scores, scoring_run_json, trace_scores
 from stash_gateway.state import Services, Settings
 
 router = APIRouter(prefix=API_PREFIX, tags=["traces"])
+STEP_INDEX_MAX = 2**31 - 1  # GetTraceRequest's steps_offset and steps_limit are int32
+# `?sort=` of the list: newest import first (the default), or by source display name A–Z / Z–A.
+TRACE_ORDERS = {
+    "imported": ingest_pb2.TRACE_ORDER_UNSPECIFIED,
+    "source": ingest_pb2.TRACE_ORDER_SOURCE_ASCENDING,
+    "-source": ingest_pb2.TRACE_ORDER_SOURCE_DESCENDING,
+}
+TraceSort = Literal["imported", "source", "-source"]
 
 
-class ImportBody(BaseModel):
+class ImportBody(RequestBody):
     """`{format, data, source_id?}`: a payload in one format (or `auto`) as text."""
 
     format: str = Field("auto", description="a format name from GET /formats, or auto")
@@ -33,7 +49,7 @@ class ImportBody(BaseModel):
     source_id: str | None = Field(None, min_length=1, max_length=200, description="overrides recorded source ids")
 
 
-class ScoreBody(BaseModel):
+class ScoreBody(RequestBody):
     """`{reward_model_id}`: the reward model to score a trace's actions with."""
 
     reward_model_id: str = Field(min_length=1, description="a succeeded model of the caller trained on actions")
@@ -69,7 +85,7 @@ def list_formats(services: Services, settings: Settings, principal: Reader) -> l
     },
 )
 async def import_traces(
-    services: Services, settings: Settings, principal: Writer, body: Annotated[bytes, Depends(limited_body)]
+    services: Services, settings: Settings, principal: ImportWriter, body: Annotated[bytes, Depends(limited_body)]
 ) -> dict[str, Any]:
     """Import every trace of the payload, or none: one bad trace fails the request with 422 naming it."""
     try:
@@ -95,8 +111,13 @@ def list_traces(
     imported_to: Annotated[date | None, Query(description="last import date, inclusive")] = None,
     tz: Annotated[str, Query(description="IANA time zone of the import dates")] = "UTC",
     pattern: Annotated[str | None, Query(description="only traces with this process pattern")] = None,
+    sort: Annotated[
+        TraceSort, Query(description="imported: newest import first; source / -source: by source name A–Z / Z–A")
+    ] = "imported",
 ) -> dict[str, Any]:
-    """`{traces: [TraceSummary], total}` with `evaluation` and `latest_score`; import dates are local days in `tz`."""
+    """`{traces: [TraceSummary], total}` with `evaluation`, `latest_score` and `process_patterns` (names).
+
+    Import dates are local days in `tz`; `process_patterns` is null while the labeler is out of reach."""
     after, before = _import_window(imported_from, imported_to, tz)
     labeler, timeout_s = services.labeler, settings.evaluation_timeout_s
     trace_ids = traces_with_pattern(labeler, principal.user_id, pattern, timeout_s) if pattern else []
@@ -109,13 +130,20 @@ def list_traces(
         created_after=after,
         created_before=before,
         trace_ids=trace_ids,
+        order=TRACE_ORDERS[sort],
     )
     response = services.ingest.ListTraces(message, timeout=settings.rpc_timeout_s)
     listed = [item.id for item in response.traces]
     scores = summaries(labeler, principal.user_id, listed, timeout_s)
+    patterns = pattern_names(labeler, principal.user_id, listed, timeout_s)
     learned = latest_scores(services.scorer, principal.user_id, listed, settings.score_timeout_s)
     traces = [
-        {**summary_json(item), "evaluation": scores.get(item.id), "latest_score": learned.get(item.id)}
+        {
+            **summary_json(item),
+            "evaluation": scores.get(item.id),
+            "latest_score": learned.get(item.id),
+            "process_patterns": patterns.get(item.id),
+        }
         for item in response.traces
     ]
     return {"traces": traces, "total": response.page_info.total}
@@ -126,7 +154,7 @@ def _import_window(
 ) -> tuple[timestamp_pb2.Timestamp | None, timestamp_pb2.Timestamp | None]:
     try:
         zone = ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file name
         raise InvalidArgument("tz", f"unknown time zone {tz!r}; use an IANA name such as Europe/Berlin") from None
     after = timestamp_of(datetime.combine(first, datetime.min.time(), zone)) if first else None
     before = timestamp_of(datetime.combine(last + timedelta(days=1), datetime.min.time(), zone)) if last else None
@@ -134,10 +162,24 @@ def _import_window(
 
 
 @router.get("/traces/{trace_id}", summary="One trace with steps, spans, annotations and scores")
-def get_trace(services: Services, settings: Settings, trace_id: str, principal: Reader) -> dict[str, Any]:
-    """`TraceDetail` with the automatic evaluation and the learned scores merged in; another owner's trace is 404."""
+def get_trace(
+    services: Services,
+    settings: Settings,
+    trace_id: str,
+    principal: Reader,
+    steps_offset: Annotated[int, Query(ge=0, le=STEP_INDEX_MAX, description="first step returned")] = 0,
+    steps_limit: Annotated[
+        int | None, Query(ge=1, le=STEP_INDEX_MAX, description="most steps returned; unset: all from the offset")
+    ] = None,
+) -> dict[str, Any]:
+    """`TraceDetail` with the automatic evaluation and the learned scores merged in; another owner's trace is 404.
+
+    `steps_offset` and `steps_limit` page the steps of a long trace (`step_count` is the whole trace's; each step
+    keeps its `index`); spans, annotations, the evaluation and the scores are always the whole trace's."""
     owner_id = principal.user_id
-    message = ingest_pb2.GetTraceRequest(owner_id=owner_id, trace_id=trace_id)
+    message = ingest_pb2.GetTraceRequest(
+        owner_id=owner_id, trace_id=trace_id, steps_offset=steps_offset, steps_limit=steps_limit
+    )
     detail = trace_detail_json(services.ingest.GetTrace(message, timeout=settings.rpc_timeout_s))
     evaluations = trace_evaluations(services.labeler, owner_id, trace_id, settings.evaluation_timeout_s)
     learned = trace_scores(services.scorer, owner_id, trace_id, settings.score_timeout_s)
