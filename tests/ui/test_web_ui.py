@@ -97,6 +97,23 @@ def test_the_imported_trace_shows_its_scores_patterns_and_every_step(
     screenshot(page, "trace-light")
 
 
+def test_the_credit_graph_is_left_out_when_no_action_has_a_grade(
+    page: Page, alice_key: str, alice: httpx.Client, imported: dict[str, Any]
+) -> None:
+    steps = [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "Just saying hello."}]
+    response = alice.post("/traces/import", json={"format": "stash", "data": orjson.dumps({"steps": steps}).decode()})
+    assert response.status_code == 200, response.text
+    ungraded = _evaluated(alice, response.json()["trace_ids"][0])
+    assert not any(step["metadata"].get("reward") for step in ungraded["steps"])
+    sign_in(page, alice_key)
+
+    page.goto(f"/traces/{ungraded['id']}")
+    expect(page.locator("#step-2")).to_be_visible()
+    expect(page.locator("#minimap-bar")).to_be_hidden()
+    page.goto(f"/traces/{imported['id']}")
+    expect(page.locator("#minimap-bar")).to_be_visible()
+
+
 def test_a_scored_task_gets_its_card_before_its_first_step(
     page: Page, alice_key: str, answered: dict[str, Any]
 ) -> None:
@@ -437,6 +454,7 @@ def test_sign_out_ends_the_session(page: Page, alice_key: str) -> None:
 def test_a_5000_step_trace_draws_only_the_rows_in_view(page: Page, alice_key: str, alice: httpx.Client) -> None:
     response = alice.post("/traces/import", json={"format": "stash", "data": long_trace_line(5000)})
     assert response.status_code == 200, response.text
+    _evaluated(alice, response.json()["trace_ids"][0])  # the minimap shows once actions have grades
     sign_in(page, alice_key)
     page.goto(f"/traces/{response.json()['trace_ids'][0]}")
     expect(page.locator("#step-1")).to_be_visible()

@@ -22,6 +22,7 @@ from stash_ingest.titles import derive_title
 from stash_labeler import store
 from stash_labeler.labeling.llm import OpenAILabeler
 from stash_labeler.labeling.rules import RuleLabeler
+from support.claude_code import looping_test_session
 from support.fixtures import REAL_FIXTURES
 from support.ingest import OWNER, import_payload, serve_ingest, stash_line
 from support.labeler import CountingLabeler, RunningLabeler, serve_labeler
@@ -388,3 +389,30 @@ def test_the_llm_labeler_sends_only_new_chunks_and_records_schema_failures(
     second = evaluation(labeler, trace_id, 2)
     new_chunks = {step.chunk_id for step in second.steps} - first_chunks
     assert new_chunks and len(new_chunks) <= len(fake_llm.requests) <= len(new_chunks) + 1
+
+
+def test_process_patterns_of_several_traces_come_in_one_call_of_the_owners_findings(
+    wired: Callable[..., tuple[Any, RunningLabeler]],
+) -> None:
+    ingest, labeler = wired()
+    looping = import_payload(ingest, looping_test_session(), fmt="claude_code").trace_ids[0]
+    plain = import_payload(ingest, stash_line("plain-patterns")).trace_ids[0]
+    evaluation(labeler, looping)
+    evaluation(labeler, plain)
+    page = common_pb2.PageRequest(limit=500)
+
+    def findings(owner_id: str = OWNER, **filters: Any) -> list[tuple[str, str]]:
+        request = labeler_pb2.ListProcessPatternsRequest(owner_id=owner_id, page=page, **filters)
+        return sorted((item.trace_id, item.pattern.name) for item in labeler.stub.ListProcessPatterns(request).findings)
+
+    one_by_one = findings(trace_id=looping) + findings(trace_id=plain)
+
+    assert {name for _, name in one_by_one} == {"stuck_on_test", "ping_pong", "repetition_loop"}
+    assert findings(trace_ids=[looping, plain]) == sorted(one_by_one)
+    assert findings(trace_ids=[plain]) == []
+    assert findings(trace_ids=[looping, plain], pattern="ping_pong") == [(looping, "ping_pong")]
+    assert findings(trace_ids=[looping], trace_id=plain) == []  # both filters hold
+    assert findings("someone-else", trace_ids=[looping, plain]) == []
+    with pytest.raises(grpc.RpcError) as refused:
+        findings(trace_ids=[looping] * 501)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -14,7 +14,7 @@ from typing import Any
 from stash.rm.v1 import common_pb2, labeler_pb2
 from stash.rm.v1.labeler_pb2_grpc import LabelerServiceStub
 from stash_common.requests import PAGE_LIMIT_MAX
-from stash_gateway.peers import resolved_tolerating_outage, tolerating_outage
+from stash_gateway.peers import tolerating_outage
 from stash_gateway.rendering import enum_name, optional, struct_json, timestamp_json
 
 PATTERN_TRACES_MAX = 10_000
@@ -155,21 +155,27 @@ def pattern_names(
 ) -> dict[str, list[str]]:
     """The process patterns found in each listed trace's latest evaluation, by name, by first step.
 
-    One call per trace, all in flight at once; a trace is left out when the labeler is out of reach."""
-    calls = {
-        trace_id: labeler.ListProcessPatterns.future(
-            labeler_pb2.ListProcessPatternsRequest(
-                owner_id=owner_id, trace_id=trace_id, page=common_pb2.PageRequest(limit=PAGE_LIMIT_MAX)
-            ),
-            timeout=timeout_s,
+    One labeler call for the whole list (another only when its findings fill more than a page); every
+    trace is left out when the labeler is out of reach."""
+    if not trace_ids:
+        return {}
+    found: dict[str, list[labeler_pb2.ProcessFinding]] = {trace_id: [] for trace_id in trace_ids}
+    while True:
+        request = labeler_pb2.ListProcessPatternsRequest(
+            owner_id=owner_id,
+            trace_ids=trace_ids,
+            page=common_pb2.PageRequest(limit=PAGE_LIMIT_MAX, offset=sum(map(len, found.values()))),
         )
-        for trace_id in trace_ids
-    }
-    answers = {trace_id: resolved_tolerating_outage("labeler", call) for trace_id, call in calls.items()}
+        page = tolerating_outage("labeler", labeler.ListProcessPatterns, request, timeout_s)
+        if page is None:
+            return {}
+        for finding in page.findings:
+            found[finding.trace_id].append(finding)
+        if not page.findings or sum(map(len, found.values())) >= page.page_info.total:
+            break
     return {
-        trace_id: [finding.pattern.name for finding in sorted(answer.findings, key=_first_step)]
-        for trace_id, answer in answers.items()
-        if answer is not None
+        trace_id: [finding.pattern.name for finding in sorted(findings, key=_first_step)]
+        for trace_id, findings in found.items()
     }
 
 

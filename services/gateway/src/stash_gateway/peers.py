@@ -8,7 +8,7 @@ bounded by a short deadline from GatewaySettings, and the view shows that part a
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
 import structlog
@@ -31,17 +31,6 @@ def tolerating_outage(
     """The peer's answer, or None when it is out of reach (unavailable or past `timeout_s`); other errors raise."""
     try:
         return call(request, timeout=timeout_s)
-    except grpc.RpcError as error:
-        if error.code() not in _OUT_OF_REACH:
-            raise
-        log.warning("peer out of reach; answering without its part of the view", peer=peer, code=error.code().name)
-        return None
-
-
-def resolved_tolerating_outage(peer: str, call: grpc.Future) -> Any:
-    """The answer of a call started with `.future(...)`, or None when the peer was out of reach."""
-    try:
-        return call.result()
     except grpc.RpcError as error:
         if error.code() not in _OUT_OF_REACH:
             raise

@@ -137,10 +137,14 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
         pattern = request.pattern if request.HasField("pattern") else None
         if pattern is not None and pattern not in PATTERN_NAMES:
             raise InvalidArgument("pattern", f"unknown pattern {pattern!r}; one of {', '.join(PATTERN_NAMES)}")
+        if len(request.trace_ids) > MAX_BATCH:
+            raise InvalidArgument("trace_ids", f"at most {MAX_BATCH} per call")
         limit, offset = page_of(request.page)
-        trace_id = request.trace_id if request.HasField("trace_id") else None
+        # Both trace filters hold when both are given; neither narrows anything when absent.
+        trace_sets = [[request.trace_id]] if request.HasField("trace_id") else []
+        trace_sets += [list(request.trace_ids)] if request.trace_ids else []
         with transaction(self.sessions) as session:
-            rows, total = store.list_findings(session, owner_of(request), trace_id, pattern, limit, offset)
+            rows, total = store.list_findings(session, owner_of(request), trace_sets, pattern, limit, offset)
             findings = [_finding_row(row) for row in rows]
         return labeler_pb2.ListProcessPatternsResponse(findings=findings, page_info=common_pb2.PageInfo(total=total))
 

@@ -406,12 +406,17 @@ def replace_findings(session: Session, trace: LabelerTrace, findings: Sequence[F
 
 
 def list_findings(
-    session: Session, owner_id: str, trace_id: str | None, pattern: str | None, limit: int, offset: int
+    session: Session,
+    owner_id: str,
+    trace_sets: Sequence[Sequence[str]],
+    pattern: str | None,
+    limit: int,
+    offset: int,
 ) -> tuple[list[ProcessFindingRow], int]:
-    """One page of the owner's findings (newest first) and how many match in all."""
+    """One page of the owner's findings (newest first) and how many match in all; a finding's trace must be
+    in every one of `trace_sets`."""
     where = [ProcessFindingRow.owner_id == owner_id]
-    if trace_id is not None:
-        where.append(ProcessFindingRow.trace_id == trace_id)
+    where += [ProcessFindingRow.trace_id.in_(trace_ids) for trace_ids in trace_sets]
     if pattern is not None:
         where.append(ProcessFindingRow.pattern == pattern)
     total = session.scalar(select(func.count()).select_from(ProcessFindingRow).where(*where)) or 0

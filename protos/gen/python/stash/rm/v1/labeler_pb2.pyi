@@ -830,6 +830,7 @@ class ListProcessPatternsRequest(_message.Message):
     TRACE_ID_FIELD_NUMBER: _builtins.int
     PATTERN_FIELD_NUMBER: _builtins.int
     PAGE_FIELD_NUMBER: _builtins.int
+    TRACE_IDS_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """The authenticated owner."""
     trace_id: _builtins.str
@@ -840,6 +841,10 @@ class ListProcessPatternsRequest(_message.Message):
     def page(self) -> _common_pb2.PageRequest:
         """Which page to return."""
 
+    @_builtins.property
+    def trace_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only findings in these traces (at most 500; empty: no such filter), for the trace list's one call a page."""
+
     def __init__(
         self,
         *,
@@ -847,10 +852,11 @@ class ListProcessPatternsRequest(_message.Message):
         trace_id: _builtins.str | None = ...,
         pattern: _builtins.str | None = ...,
         page: _common_pb2.PageRequest | None = ...,
+        trace_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_pattern", b"_pattern", "_trace_id", b"_trace_id", "page", b"page", "pattern", b"pattern", "trace_id", b"trace_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pattern", b"_pattern", "_trace_id", b"_trace_id", "owner_id", b"owner_id", "page", b"page", "pattern", b"pattern", "trace_id", b"trace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pattern", b"_pattern", "_trace_id", b"_trace_id", "owner_id", b"owner_id", "page", b"page", "pattern", b"pattern", "trace_id", b"trace_id", "trace_ids", b"trace_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__pattern: _TypeAlias = _typing.Literal["pattern"]  # noqa: Y015
     _WhichOneofArgType__pattern: _TypeAlias = _typing.Literal["_pattern", b"_pattern"]  # noqa: Y015

@@ -2,12 +2,16 @@
 // steps get only a baseline tick. ±1 (the default) fixes the limits; Fit uses the largest |credit|.
 // With a model's learned action credit (`learned`: step index → credit) it is a heatmap instead: each
 // action a full-height cell, green or red, as strong as its |credit|.
+// `completion` (runs from completion.js) overlays the faint teal completion curve on its own fixed 0–100 %
+// right axis; credit keeps the left axis, whose limit follows Fit / ±1.
+
+import { drawCompletion } from "./completion.js";
 
 function cssColor(name) {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
 }
 
-export function drawMinimap(canvas, steps, { fit, range, selected, learned }) {
+export function drawMinimap(canvas, steps, { fit, range, selected, learned, completion }) {
   const width = canvas.clientWidth;
   const height = canvas.clientHeight;
   if (!width || !height) return;
@@ -55,4 +59,40 @@ export function drawMinimap(canvas, steps, { fit, range, selected, learned }) {
     context.fillStyle = cssColor("--accent");
     context.fillRect(selected * slot + slot / 2 - 1, 0, 2, height);
   }
+  if (completion && completion.length) {
+    context.strokeStyle = context.fillStyle = cssColor("--completion");
+    context.lineWidth = 1.5;
+    context.globalAlpha = 0.75;
+    drawCompletion(context, completion, (x) => x * slot + slot / 2, (value) => height - 3 - value * (height - 6));
+    context.globalAlpha = 1;
+  }
+  drawAxes(context, width, height, learned ? null : limit, completion && completion.length);
+}
+
+/** Corner labels: the credit limit on the left (none for the heatmap), 100 % and 0 % on the right. */
+function drawAxes(context, width, height, limit, withCompletion) {
+  context.font = "10px system-ui, sans-serif";
+  if (limit !== null) {
+    const value = limit === 1 ? "1" : limit.toFixed(2);
+    axisLabel(context, `+${value}`, 3, 2, "left", "top", cssColor("--muted"));
+    axisLabel(context, `\u2212${value}`, 3, height - 1, "left", "bottom", cssColor("--muted"));
+  }
+  if (!withCompletion) return;
+  axisLabel(context, "100%", width - 3, 2, "right", "top", cssColor("--completion"));
+  axisLabel(context, "0%", width - 3, height - 1, "right", "bottom", cssColor("--completion"));
+}
+
+/** A label on a backing of the minimap's own colour, so bars under it do not hide it. */
+function axisLabel(context, text, x, y, align, baseline, color) {
+  context.textAlign = align;
+  context.textBaseline = baseline;
+  const textWidth = context.measureText(text).width;
+  const left = align === "left" ? x - 1 : x - textWidth - 1;
+  const top = baseline === "top" ? y - 1 : y - 11;
+  context.globalAlpha = 0.85;
+  context.fillStyle = cssColor("--surface");
+  context.fillRect(left, top, textWidth + 2, 12);
+  context.globalAlpha = 1;
+  context.fillStyle = color;
+  context.fillText(text, x, y);
 }

@@ -5,6 +5,7 @@ import { annotationItem, openAnnotationDialog } from "./annotate.js";
 import { get, post } from "./api.js";
 import { copyText, guardWrite, h, localTime, replace, signed, startScreen } from "./dom.js";
 import { messageNodes, codeSpan } from "./highlight.js";
+import { completionAt, completionText, loadCompletionRuns } from "./completion.js";
 import { drawMinimap } from "./minimap.js";
 import { creditControl, creditsOf, scoringModels } from "./credit.js";
 import { spanTimeline } from "./spans.js";
@@ -43,9 +44,20 @@ class TraceView {
     this.selected = -1;
     this.fit = false;
     this.polls = 0;
+    this.completion = { runs: [] };
     this.index();
     this.render();
     this.watchEvaluation();
+    this.loadCompletion();
+  }
+
+  /** The completion curve, drawn once its estimate is in (it stays for this view's redraws). */
+  async loadCompletion() {
+    const runs = await loadCompletionRuns(this.trace.id, this.stepIndex, () => document.body.contains(this.scroller));
+    if (!document.body.contains(this.scroller)) return;
+    this.completion.runs = runs;
+    this.canvas.dataset.completionRuns = String(runs.length);
+    this.drawMap(this.list.visibleRange());
   }
 
   /** While labels and scores are pending, look again now and then; redraw in place when they change. */
@@ -89,6 +101,12 @@ class TraceView {
     this.learned.credits = creditsOf(this.trace, this.stepIndex, this.learned.modelId);
   }
 
+  /** Whether any displayed action has a grade: without one the credit graph is left out. */
+  hasGrades() {
+    if (this.learned.modelId) return this.learned.credits.size > 0;
+    return this.trace.steps.some((step) => step.metadata.reward);
+  }
+
   /** Show a model's learned action credit instead of the automatic step scores ("" for those). */
   chooseModel(modelId) {
     chosenModelId = modelId;
@@ -101,8 +119,9 @@ class TraceView {
     if (this.keyHandler) document.removeEventListener("keydown", this.keyHandler);
     if (this.themeListener) document.removeEventListener("stash-theme", this.themeListener);
     this.scroller = h("div", { class: "steps-scroller", id: "steps", tabindex: "0", "aria-label": "Trace steps" });
-    this.hover = h("div", { class: "minimap-hover", id: "minimap-hover" }, "\u00a0");
-    this.canvas = h("canvas", { class: "minimap", id: "minimap", height: "72", "aria-label": "Step credit: positive up, negative down; click a step to go there" });
+    const graded = this.hasGrades();
+    this.hover = h("div", { class: "minimap-hover", id: "minimap-hover", hidden: !graded }, "\u00a0");
+    this.canvas = h("canvas", { class: "minimap", id: "minimap", height: "72", tabindex: "0", dataset: { completionRuns: String(this.completion.runs.length) }, "aria-label": "Step credit (left axis: positive up, negative down) and estimated completion (right axis, 0–100 %); click a step to go there, ←/→ move step by step" });
     const fitToggle = h("div", { class: "segmented", role: "group", "aria-label": "Minimap scale" },
       h("button", { id: "minimap-fixed", "aria-pressed": String(!this.fit), onclick: () => this.setFit(false) }, "±1"),
       h("button", { id: "minimap-fit", "aria-pressed": String(this.fit), onclick: () => this.setFit(true) }, "Fit"),
@@ -123,7 +142,7 @@ class TraceView {
         this.patternList(),
         this.traceAnnotations(),
         trace.spans.length ? spanTimeline(trace.spans) : null,
-        h("div", { class: "minimap-bar" }, this.canvas, fitToggle),
+        h("div", { class: "minimap-bar", id: "minimap-bar", hidden: !graded }, this.canvas, fitToggle),
         this.hover,
         this.scroller,
       ),
@@ -451,7 +470,7 @@ class TraceView {
 
   drawMap(range) {
     const learned = this.learned.modelId ? this.learned.credits : null;
-    drawMinimap(this.canvas, this.trace.steps, { fit: this.fit, range, selected: this.selected, learned });
+    drawMinimap(this.canvas, this.trace.steps, { fit: this.fit, range, selected: this.selected, learned, completion: this.completion.runs });
   }
 
   bindMinimap() {
@@ -460,11 +479,25 @@ class TraceView {
       const count = this.trace.steps.length;
       return Math.min(count - 1, Math.max(0, Math.floor(((event.clientX - rect.left) / rect.width) * count)));
     };
-    this.canvas.addEventListener("mousemove", (event) => {
-      this.hover.textContent = hoverText(this.trace, stepAt(event), this.learned.modelId ? this.learned.credits : null);
-    });
+    const describe = (index) => {
+      this.hover.textContent = hoverText(this.trace, index, this.learned.modelId ? this.learned.credits : null, completionAt(this.completion.runs, index));
+    };
+    this.canvas.addEventListener("mousemove", (event) => describe(stepAt(event)));
     this.canvas.addEventListener("mouseleave", () => (this.hover.textContent = "\u00a0"));
-    this.canvas.addEventListener("click", (event) => this.select(stepAt(event), true));
+    // The minimap keeps focus after a click, so ←/→ go on chronologically from there.
+    this.canvas.addEventListener("click", (event) => {
+      this.select(stepAt(event), true);
+      this.canvas.focus();
+    });
+    this.canvas.addEventListener("keydown", (event) => {
+      const move = { ArrowLeft: -1, ArrowRight: 1 }[event.key];
+      if (!move) return;
+      event.preventDefault();
+      event.stopPropagation();
+      const next = Math.min(this.trace.steps.length - 1, Math.max(0, this.selected < 0 ? this.list.visibleRange()[0] : this.selected + move));
+      this.select(next, true);
+      describe(next);
+    });
   }
 }
 
@@ -473,8 +506,8 @@ function closestContent(node) {
   return element ? element.closest(".content") : null;
 }
 
-/** One line: step number, recorded time, an excerpt, and the credit or why there is none. */
-function hoverText(trace, index, learned) {
+/** One line: step number, recorded time, an excerpt, the credit or why there is none, and the completion. */
+function hoverText(trace, index, learned, completion) {
   const step = trace.steps[index];
   const reward = step.metadata.reward;
   const status = (trace.evaluation || {}).status;
@@ -483,5 +516,5 @@ function hoverText(trace, index, learned) {
   const time = step.metadata.timestamp ? localTime(step.metadata.timestamp) : "untimed";
   const call = step.tool_name ? `${step.tool_name} ${JSON.stringify(step.tool_input ?? {})}` : "";
   const excerpt = (step.content || call).replace(/\s+/g, " ").slice(0, 120);
-  return `Step ${index + 1} · ${time} · ${excerpt} · ${credit}`;
+  return `Step ${index + 1} · ${time} · ${excerpt} · ${credit}${completion ? ` · ${completionText(completion)}` : ""}`;
 }
