@@ -7,6 +7,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
@@ -21,6 +23,17 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextmanager
+def refused_addresses(count: int) -> Iterator[list[str]]:
+    """`count` addresses that refuse connections for as long as the block runs: each port is bound and
+    never listened on, so no other process (a stack on the default ports, say) can take it meanwhile."""
+    with ExitStack() as sockets:
+        bound = [sockets.enter_context(socket.socket()) for _ in range(count)]
+        for sock in bound:
+            sock.bind(("127.0.0.1", 0))
+        yield [f"127.0.0.1:{sock.getsockname()[1]}" for sock in bound]
 
 
 def wait_for_http(url: str, timeout_s: float = 30.0) -> None:

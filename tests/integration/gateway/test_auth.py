@@ -11,12 +11,16 @@ from stash_common.settings import load
 from stash_gateway.app import create_app
 from stash_gateway.settings import GatewaySettings
 from stash_gateway.store import MIGRATIONS_DIR, create_key, create_user
+from support.processes import GRPC_SERVICES, refused_addresses
 
 
 @pytest.fixture
-def settings(postgres_url: str, tmp_path: Path) -> GatewaySettings:
+def settings(postgres_url: str, tmp_path: Path) -> Iterator[GatewaySettings]:
     upgrade("gateway", MIGRATIONS_DIR, postgres_url)
-    return load(GatewaySettings, database_url=postgres_url, data_dir=tmp_path, otlp_grpc_port=0)
+    # Peers that are down for sure: a stack elsewhere on this machine may serve the default ports.
+    with refused_addresses(len(GRPC_SERVICES)) as addresses:
+        peers = {f"{name}_address": address for name, address in zip(GRPC_SERVICES, addresses, strict=True)}
+        yield load(GatewaySettings, database_url=postgres_url, data_dir=tmp_path, otlp_grpc_port=0, **peers)
 
 
 @pytest.fixture
