@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 from stash_common.job_transfer import delete_files, download_files, job_key, upload_files
 from stash_common.launcher import JobEnd, JobLaunch, LocalSubprocessLauncher
 from stash_common.storage import LocalObjectStore
+from support.sleeping_worker import is_alive, worker_pid
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 JOB = JobLaunch("train", "model-1", "job-1", "jobs/trainer/job-1")
@@ -64,3 +68,37 @@ def test_a_jobs_files_travel_through_object_storage_and_are_deleted_after(tmp_pa
 
     assert (key, found, (scratch / "job.json").read_text()) == ("jobs/trainer/job-1", ["job.json"], "{}")
     assert not objects.exists(f"{key}/job.json")
+
+
+# What a service does, in its own process: launch a local worker from its dispatcher thread, then run on.
+LAUNCHING_SERVICE = """
+import sys, threading
+from pathlib import Path
+from stash_common.launcher import JobLaunch, LocalSubprocessLauncher
+from support.sleeping_worker import PID_VARIABLE
+pids = Path(sys.argv[1])
+launcher = LocalSubprocessLauncher("support.sleeping_worker", pids.parent / "logs", {PID_VARIABLE: str(pids)})
+def dispatch():
+    launcher.launch(JobLaunch("gepa", "run-1", "job-1", "jobs/gepa/job-1"))
+    threading.Event().wait()
+threading.Thread(target=dispatch, daemon=True).start()
+threading.Event().wait()
+"""
+
+
+def test_a_service_killed_with_sigkill_takes_its_local_worker_with_it(tmp_path: Path) -> None:
+    """Nothing else can find a local worker, so one left behind would only hold on to a job that was failed."""
+    (tmp_path / "pids").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(TESTS_DIR)}
+    service = subprocess.Popen([sys.executable, "-c", LAUNCHING_SERVICE, str(tmp_path / "pids")], env=env)
+    pid = worker_pid(tmp_path / "pids", "job-1")
+    running_before = is_alive(pid)
+
+    service.kill()
+    service.wait()
+    deadline = time.monotonic() + 10
+    while is_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    assert running_before
+    assert not is_alive(pid)

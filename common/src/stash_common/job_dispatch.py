@@ -6,6 +6,15 @@ worker and watches it until it ends. The worker reports its progress and its res
 over gRPC, which settles the row; when the worker ends with the row still running, the row fails
 with how it ended (an exit code, a Kubernetes Job condition) and the job's files are deleted.
 
+Every claimed row is leased (`LEASE_S`): the replica renews the lease every `LEASE_S / 3` seconds
+while it prepares the job and watches its worker, which it observes itself (a local process's exit,
+a Kubernetes Job's conditions), so a worker that is alive but slow keeps its lease however long an
+epoch takes. When a replica dies its leases run out within seconds, and any live replica takes the
+row over: it adopts the worker when its launcher can still find it (a Kubernetes Job, whose pod's
+failure then fails the row with the Job's condition), and otherwise fails the row with a reason to
+retry (a local worker dies with the service that started it). A worker killed under a live replica
+ends at once, and its row fails with how it ended.
+
 The recovery sweep adopts workers another replica launched (their launcher can find them by the Job
 name the row's progress records), fails interrupted submissions and overdue jobs, and stops the
 workers of rows it failed. A service that stops kills the workers it started locally (their rows
@@ -16,7 +25,7 @@ picks them up again.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from time import monotonic
@@ -38,6 +47,7 @@ from stash_common.storage import ObjectStore
 
 log = structlog.get_logger()
 POLL_S = 1.0
+LEASE_S = 6.0  # how long a claimed job's lease lasts without renewal; renewed every LEASE_S / 3
 JOB_NAME = "job_name"  # the key of a row's progress naming its worker (a Kubernetes Job's name)
 
 
@@ -61,6 +71,68 @@ class DispatchTiming:
     submit_timeout: timedelta
     job_timeout: timedelta
     sweep_interval_s: float
+    lease_s: float = LEASE_S
+
+    @property
+    def lease(self) -> timedelta:
+        """How long a claimed job's lease lasts without renewal."""
+        return timedelta(seconds=self.lease_s)
+
+
+class LeaseKeeper:
+    """Renews the leases of the jobs this replica holds, then lets `reclaim` take over the expired ones of others.
+
+    Both run every `lease_s / 3` seconds, so a slow database write does not lose a lease. `renew` gets
+    the held keys (row or job ids).
+    """
+
+    def __init__(
+        self, name: str, lease_s: float, renew: Callable[[list[str]], None], reclaim: Callable[[], object]
+    ) -> None:
+        self.renew_every_s = lease_s / 3
+        self._renew = renew
+        self._reclaim = reclaim
+        self._held: set[str] = set()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        """Renew and reclaim in the background."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the background thread; the held leases run out unless their rows are settled."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def hold(self, key: str) -> None:
+        """Renew `key`'s lease from now on."""
+        with self._lock:
+            self._held.add(key)
+
+    def release(self, key: str) -> None:
+        """Stop renewing `key`'s lease (its job ended)."""
+        with self._lock:
+            self._held.discard(key)
+
+    def held(self) -> list[str]:
+        """The keys whose leases this replica renews."""
+        with self._lock:
+            return list(self._held)
+
+    def tick(self) -> None:
+        """Renew the held leases, then reclaim expired ones."""
+        self._renew(self.held())
+        self._reclaim()
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self.renew_every_s):
+            try:
+                self.tick()
+            except Exception:  # a database outage must not end the thread; the next round retries
+                log.exception("job leases not renewed", thread=self._thread.name)
 
 
 class JobDispatcher:
@@ -86,6 +158,7 @@ class JobDispatcher:
             f"{kind.service}-dispatcher", wakeups, kind.topic, self.drain, self.sweep, timing.sweep_interval_s
         )
         self._stopping = self._loop.stopping
+        self.leases = LeaseKeeper(f"{kind.service}-leases", timing.lease_s, self._renew, self.reclaim_expired)
 
     def prepare(self, row_id: str, job_id: str) -> str:
         """Upload the inputs of a claimed row's job; the job's storage key (the subclass's policy)."""
@@ -94,6 +167,7 @@ class JobDispatcher:
     def start(self) -> None:
         """Work in the background."""
         self._loop.start()
+        self.leases.start()
 
     def wake(self) -> None:
         """Tell every replica that a row was queued."""
@@ -102,6 +176,7 @@ class JobDispatcher:
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop claiming; kill the workers this process runs itself (their rows fail with a reason to retry)."""
         self._loop.stop(timeout_s)
+        self.leases.stop()
         if self.launcher.detached:
             return  # Kubernetes Jobs outlive this replica; a sweep adopts them
         with self._lock:
@@ -120,17 +195,19 @@ class JobDispatcher:
                 return launched
             for row_id in candidates:
                 with transaction(self.sessions) as session:
-                    job_id = job_lifecycle.claim(session, self.kind.rows, row_id)
+                    job_id = job_lifecycle.claim(session, self.kind.rows, row_id, self.timing.lease)
                 if job_id is not None:
                     launched += self.run_claimed(row_id, job_id) is not None
         return launched
 
     def run_claimed(self, row_id: str, job_id: str) -> RunningJob | None:
         """Prepare and launch a claimed row's job; the row fails with the reason when that is impossible."""
+        self.leases.hold(row_id)
         try:
             key = self.prepare(row_id, job_id)
             worker = self.launcher.launch(JobLaunch(self.kind.worker, row_id, job_id, key))
         except StashError as error:
+            self.leases.release(row_id)
             self.fail(row_id, job_id, error.message)
             return None
         self._record_start(row_id, job_id, worker.name)
@@ -185,7 +262,36 @@ class JobDispatcher:
                 adopted += 1
         return adopted
 
+    def reclaim_expired(self) -> list[str]:
+        """Adopt or fail the running rows whose replica stopped renewing their lease; the ids it failed."""
+        with transaction(self.sessions) as session:
+            expired = job_lifecycle.take_expired_leases(
+                session, self.kind.rows, self.leases.held(), self.timing.lease, JOB_NAME
+            )
+        failed = []
+        for lease in expired:
+            worker = self.launcher.recover(lease.job_name) if lease.job_name else None
+            if worker is not None:
+                log.info("job adopted from a stopped replica", service=self.kind.service, row_id=lease.row_id)
+                self._watch(lease.row_id, lease.job_id, worker)
+            elif self.fail(lease.row_id, lease.job_id, self._abandoned_reason(lease)):
+                failed.append(lease.row_id)
+        return failed
+
+    def _abandoned_reason(self, lease: job_lifecycle.ExpiredLease) -> str:
+        """Why a row whose replica stopped renewing its lease fails: it never started, or its worker is gone."""
+        service, noun = self.kind.service, self.kind.noun
+        if not lease.started:
+            return f"the {service} service that claimed this {noun} stopped before its job started; retry"
+        silent = f"its lease was not renewed for {self.timing.lease_s:g} s"
+        return f"the {service} service watching this {noun}'s worker stopped ({silent}) and the worker is gone; retry"
+
+    def _renew(self, row_ids: list[str]) -> None:
+        with transaction(self.sessions) as session:
+            job_lifecycle.renew_leases(session, self.kind.rows, row_ids, self.timing.lease)
+
     def _watch(self, row_id: str, job_id: str, worker: RunningJob) -> None:
+        self.leases.hold(row_id)
         with self._lock:
             self._running[row_id] = (job_id, worker)
         threading.Thread(target=self.watch, args=(row_id, job_id, worker), daemon=True).start()
@@ -196,14 +302,16 @@ class JobDispatcher:
         end = None
         while end is None and monotonic() < deadline and not self._stopping.is_set():
             end = worker.wait(POLL_S)
+        if self._stopping.is_set():
+            # stop() settles the row (a local worker dies with the dispatcher's thread), or a sweep adopts the worker
+            return
         if end is None:
-            if self._stopping.is_set():
-                return  # stop() settles the row, or a sweep adopts the worker
             worker.kill()
             minutes = f"{self.timing.job_timeout.total_seconds() / 60:g} minutes"
             end = JobEnd(False, f"the job did not finish within {minutes}")
         with self._lock:
             self._running.pop(row_id, None)
+        self.leases.release(row_id)
         try:
             self.job_ended(row_id, job_id, end)
         except Exception:  # the sweep fails an overdue row later; a watcher must not die silently

@@ -2,13 +2,18 @@
 
 Only a queued row can be claimed, so a duplicate delivery cannot start it twice; each claim gets a
 new `job_id`, and reports from an older launch are refused. A failed row can be queued again with
-the same id. A recovery sweep fails claims whose job never started and jobs that overran. The
+the same id. The replica that claimed a row leases it (`lease_until`) and renews the lease every few
+seconds while it prepares the job and watches its worker, so a replica that died is noticed within
+seconds (`take_expired_leases`). A recovery sweep fails claims whose job never started and jobs that
+overran. The
 columns come from `JobColumns`, mixed into each service's own declarative class; each service keeps
 its own table and migration.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -34,6 +39,7 @@ class JobColumns:
     claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 Row = TypeVar("Row", bound=JobColumns)
@@ -59,13 +65,20 @@ def queued_ids(session: Session, kind: type[Row], limit: int) -> list[str]:
     return list(session.scalars(query.limit(limit)))
 
 
-def claim(session: Session, kind: type[Row], row_id: str) -> str | None:
-    """Move a queued row to running under a new job id; None when another claimer won."""
+def claim(session: Session, kind: type[Row], row_id: str, lease: timedelta | None = None) -> str | None:
+    """Move a queued row to running under a new job id, leased for `lease` when given; None when another won."""
     job_id = new_id()
+    now = utc_now()
     claimed = session.execute(
         update(kind)
         .where(kind.id == row_id, kind.status == QUEUED)
-        .values(status=RUNNING, job_id=job_id, claimed_at=utc_now(), progress={"stage": "preparing"})
+        .values(
+            status=RUNNING,
+            job_id=job_id,
+            claimed_at=now,
+            progress={"stage": "preparing"},
+            lease_until=now + lease if lease is not None else None,
+        )
     )
     return job_id if claimed.rowcount == 1 else None  # type: ignore[attr-defined]
 
@@ -76,7 +89,7 @@ def requeue(session: Session, kind: type[Row], owner_id: str, row_id: str, noun:
     if row.status != FAILED:
         raise FailedPrecondition(f"{noun} {row_id} is {row.status}; only a failed {noun} can be retried")
     row.status, row.error, row.job_id, row.progress = QUEUED, None, None, {}
-    row.claimed_at = row.started_at = row.finished_at = None
+    row.claimed_at = row.started_at = row.finished_at = row.lease_until = None
     return row
 
 
@@ -93,6 +106,40 @@ def running_job(session: Session, kind: type[Row], row_id: str, job_id: str, nou
 def finish(row: JobColumns, status: str, error: str | None = None) -> None:
     """Settle a running row."""
     row.status, row.error, row.finished_at = status, error, utc_now()
+
+
+@dataclass(frozen=True)
+class ExpiredLease:
+    """A running row whose replica stopped renewing its lease: it died, or lost its database for a while."""
+
+    row_id: str
+    job_id: str
+    job_name: str | None  # the worker's name, once it was launched
+    started: bool
+
+
+def renew_leases(session: Session, kind: type[Row], row_ids: Collection[str], lease: timedelta) -> None:
+    """Extend the leases of the running rows this replica holds: it prepares or watches their jobs."""
+    if row_ids:
+        session.execute(
+            update(kind).where(kind.id.in_(list(row_ids)), kind.status == RUNNING).values(lease_until=utc_now() + lease)
+        )
+
+
+def take_expired_leases(
+    session: Session, kind: type[Row], held: Collection[str], lease: timedelta, job_name_key: str
+) -> list[ExpiredLease]:
+    """Take over the running rows whose lease ran out (not `held` here), leased again so no other replica does."""
+    now = utc_now()
+    query = select(kind).where(kind.status == RUNNING, kind.lease_until < now)
+    if held:
+        query = query.where(kind.id.not_in(list(held)))
+    expired = []
+    for row in session.scalars(query.with_for_update(skip_locked=True)):
+        row.lease_until = now + lease
+        name = (row.progress or {}).get(job_name_key)
+        expired.append(ExpiredLease(row.id, row.job_id or "", name, row.started_at is not None))
+    return expired
 
 
 def fail_stale(session: Session, kind: type[Row], submit_timeout: timedelta, job_timeout: timedelta) -> list[str]:

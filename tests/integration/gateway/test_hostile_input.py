@@ -242,14 +242,19 @@ def test_imports_otlp_and_queries_past_a_keys_rate_limit_get_429_with_retry_afte
     otlp = {"content": _otlp_body(), "headers": {**auth, "Content-Type": "application/json"}}
     with _gateway(module_postgres_url, tmp_path, f"127.0.0.1:{INGEST_PORT}", **limits) as client:
         imports = [_import(client, auth, _trace(id=f"r{n}")).status_code for n in range(3)]
-        exports = [client.post(f"{API}/otel/v1/traces", **otlp).status_code for _ in range(2)]  # type: ignore[arg-type]
+        exports = [client.post(f"{API}/otel/v1/traces", **otlp) for _ in range(2)]  # type: ignore[arg-type]
         queries = [client.post(f"{API}/query", json={"sql": "SELECT 1"}, headers=auth) for _ in range(2)]
         another_key = _import(client, other, _trace(id="other")).status_code
         with pytest.raises(grpc.RpcError) as over_grpc:
             _grpc_export(client, auth)
 
     assert imports == [200, 200, 429]
-    assert exports == [200, 429]
+    assert [export.status_code for export in exports] == [200, 429]
+    refused = json_format.Parse(exports[1].text, status_pb2.Status())  # OTLP/HTTP's error body, as JSON was sent
+    export_retry = error_details_pb2.RetryInfo()
+    assert refused.code == code_pb2.RESOURCE_EXHAUSTED and "rate limit of 1 otlp requests" in refused.message
+    assert refused.details[0].Unpack(export_retry)
+    assert export_retry.retry_delay.seconds == int(exports[1].headers["Retry-After"]) > 0
     assert queries[0].status_code != 429 and queries[1].status_code == 429
     assert 0 < int(queries[1].headers["Retry-After"]) <= 60  # one request a minute: at most a minute away
     assert "rate limit of 1 query requests per minute" in queries[1].json()["detail"]

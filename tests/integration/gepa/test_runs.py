@@ -5,6 +5,8 @@ GepaService port, or ends without reporting), so each rule of the dispatcher is 
 the real worker runs in tests/e2e/test_rest_gepa.py.
 """
 
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +17,7 @@ from typing import Any
 import grpc
 import pytest
 
+import support
 from stash.rm.v1 import gepa_pb2, gepa_pb2_grpc
 from stash_common.channels import open_channel
 from stash_common.coordination import InProcessWakeups
@@ -22,7 +25,7 @@ from stash_common.db import make_engine, make_sessions, transaction, upgrade, ut
 from stash_common.errors import NotFound
 from stash_common.job_transfer import download_files
 from stash_common.kubernetes_launcher import KubernetesJobSettings, KubernetesLauncher
-from stash_common.launcher import JobEnd, JobLaunch
+from stash_common.launcher import JobEnd, JobLaunch, LocalSubprocessLauncher
 from stash_common.messages import struct_of
 from stash_common.server import start
 from stash_common.steps import TraceStep
@@ -33,6 +36,8 @@ from stash_gepa.api import GepaServicer
 from stash_gepa.examples import ExampleTrace, Finding
 from stash_gepa.runs import Dispatcher, JobSettings, RewardModelInfo
 from support.kubernetes_api import emulated_kubernetes
+from support.scorer import wait_until
+from support.sleeping_worker import PID_VARIABLE, is_alive, worker_pid
 
 OWNER = "owner-a"
 SKILL = "---\nname: refunds\ndescription: Use for refunds.\n---\n\n# Body"
@@ -410,3 +415,99 @@ def test_a_cluster_gepa_run_is_a_kubernetes_job_the_sweep_deletes_when_it_abando
     assert "nvidia.com/gpu" not in job.spec.template.spec.containers[0].resources.limits
     assert failed == [run_id] and remaining == []
     assert _run(sessions, run_id).error == "the job did not finish within 60 minutes; retry"
+
+
+# --- dead workers and dead replicas: leases ---------------------------------------------------------------
+
+LEASE_S = 1.5  # short, so that a replica that died is noticed within a test's patience
+
+
+def _leasing_dispatcher(sessions: Any, tmp_path: Path, launcher: Any) -> Dispatcher:
+    settings = JobSettings("127.0.0.1:1", lease_s=LEASE_S)
+    objects = LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32)
+    return Dispatcher(sessions, Models(), Traces(), objects, launcher, InProcessWakeups(), settings)
+
+
+def _sleeping_workers(tmp_path: Path) -> LocalSubprocessLauncher:
+    """Real worker processes that are alive but slow: each writes its pid under tmp_path/pids and never ends."""
+    (tmp_path / "pids").mkdir(exist_ok=True)
+    env = {PID_VARIABLE: str(tmp_path / "pids"), "PYTHONPATH": str(Path(support.__file__).parents[1])}
+    return LocalSubprocessLauncher("support.sleeping_worker", tmp_path / "logs", env)
+
+
+def test_a_worker_killed_with_sigkill_fails_its_run_within_seconds_with_how_it_ended(
+    sessions: Any, tmp_path: Path
+) -> None:
+    dispatcher = _leasing_dispatcher(sessions, tmp_path, _sleeping_workers(tmp_path))
+    run_id = _queued(sessions)
+    assert dispatcher.drain() == 1
+    job_id = _run(sessions, run_id).job_id
+    pid = worker_pid(tmp_path / "pids", job_id)
+
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    row = _settled(sessions, run_id)
+    settled_s = time.monotonic() - killed_at
+
+    assert row.status == "failed"
+    assert row.error.startswith("the gepa worker ended without reporting a result: the worker exited with code -9")
+    assert settled_s < 5.0
+
+
+def test_a_slow_worker_keeps_its_lease_while_a_dead_replicas_claim_is_taken_over_within_seconds(
+    sessions: Any, tmp_path: Path
+) -> None:
+    """One replica watches a live worker for longer than a lease; another replica's claim is abandoned."""
+    alive = _leasing_dispatcher(sessions, tmp_path, _sleeping_workers(tmp_path))
+    slow, abandoned = _queued(sessions), _queued(sessions)
+    with transaction(sessions) as session:
+        abandoned_job = store.claim(session, abandoned)  # as a replica that died right after claiming would leave it
+        session.get(store.GepaRunRow, abandoned).lease_until = utc_now() + timedelta(seconds=LEASE_S)
+    alive.start()
+    alive.wake()
+    slow_job = wait_until(lambda: _run(sessions, slow).job_id, what="the slow run's claim")
+    pid = worker_pid(tmp_path / "pids", slow_job)
+    survivor = _leasing_dispatcher(sessions, tmp_path, StandInLauncher())
+    survivor.leases.start()
+
+    failed = wait_until(lambda: _run(sessions, abandoned).status == "failed", what="the takeover")
+    slow_row = _run(sessions, slow)
+    survivor.leases.stop()
+    alive.stop()
+
+    assert failed and abandoned_job is not None
+    reason = "the gepa service that claimed this GEPA run stopped before its job started; retry"
+    assert _run(sessions, abandoned).error == reason
+    assert (slow_row.status, slow_row.job_id) == ("running", slow_job)
+    assert slow_row.lease_until is not None and slow_row.lease_until > utc_now()
+    assert not is_alive(pid)  # stopping its replica stopped it
+
+
+def test_a_dead_replicas_kubernetes_job_is_adopted_by_a_live_one_and_its_failed_pod_fails_the_run(
+    sessions: Any, tmp_path: Path
+) -> None:
+    settings = KubernetesJobSettings(namespace="stash", relist_interval_s=2, watch_timeout_s=1)
+    with emulated_kubernetes() as kube:
+        first = KubernetesLauncher("stash_gepa.worker", settings, kube.api_client)
+        departed = _leasing_dispatcher(sessions, tmp_path, first)
+        run_id = _queued(sessions)
+        assert departed.drain() == 1  # claimed and launched; its replica then renews nothing
+        name = f"stash-gepa-{_run(sessions, run_id).job_id}"
+        second = KubernetesLauncher("stash_gepa.worker", settings, kube.api_client)
+        survivor = _leasing_dispatcher(sessions, tmp_path, second)
+        survivor.leases.start()
+        wait_until(lambda: survivor.leases.held() == [run_id], what="the adoption")
+        still_running = _run(sessions, run_id).status
+        condition = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "pod failed"}
+        kube.set_job_status("stash", name, {"conditions": [condition]})
+        row = _settled(sessions, run_id)
+        survivor.leases.stop()
+        first.stop()
+        second.stop()
+
+    assert still_running == "running"
+    assert row.status == "failed"
+    assert row.error == (
+        f"the gepa worker ended without reporting a result: the Kubernetes Job {name} failed: "
+        "BackoffLimitExceeded: pod failed"
+    )

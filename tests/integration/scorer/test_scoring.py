@@ -2,9 +2,12 @@
 (a stand-in worker reporting fixed scores), validation, retries, background scoring and owner isolation."""
 
 import math
+import os
+import signal
 import threading
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -426,3 +429,66 @@ def test_a_scorer_that_stops_puts_its_running_runs_back_in_the_queue(
     assert [(job.status, job.error) for job in _jobs(scorer)] == [
         ("failed", "the scorer stopped while the job was running")
     ]
+
+
+def _worker_pid(job_id: str) -> int | None:
+    """The pid of the local worker process running `job_id`, found by its command line."""
+    wanted = f"--job\0{job_key('scorer', job_id)}\0"
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if wanted in cmdline.read_text():
+                return int(cmdline.parent.name)
+        except OSError:
+            continue  # the process ended while we looked
+    return None
+
+
+def test_a_worker_killed_with_sigkill_fails_its_run_which_the_next_sweep_queues_again(
+    wired: Wired, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(MODE_VARIABLE, "hold")
+    scorer = wired.scorer()
+    model_id = wired.trainer.add_model(OWNER)
+    run = _score(scorer, _import(wired, "refund"), model_id)
+    first = wait_until(lambda: _jobs(scorer), what="the first job")[0]
+    pid = wait_until(lambda: _worker_pid(first.id), what="the worker process")
+
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    second = wait_until(lambda: [job for job in _jobs(scorer) if job.id != first.id], what="the retry's job")[0]
+    requeued_s = time.monotonic() - killed_at
+    scorer.objects.put(f"{job_key('scorer', second.id)}/{RELEASE_FILE}", b"")
+    done = finished_run(scorer.stub, OWNER, run.id)
+
+    killed = next(job for job in _jobs(scorer) if job.id == first.id)
+    assert (killed.status, killed.exit_code) == ("failed", -9)
+    assert killed.error.startswith(
+        "the scoring worker ended before reporting this trace: the worker exited with code -9"
+    )
+    assert requeued_s < 5.0
+    assert done.status == SUCCEEDED and _run_row(scorer, run.id).attempts == 2
+
+
+def test_a_job_whose_scorer_stopped_renewing_its_lease_is_taken_over_and_its_runs_scored_elsewhere(
+    wired: Wired, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(MODE_VARIABLE, "hold")
+    frozen = wired.scorer(lease_s=1.5)
+    model_id = wired.trainer.add_model(OWNER)
+    run = _score(frozen, _import(wired, "refund"), model_id)
+    abandoned = wait_until(lambda: _jobs(frozen), what="the first job")[0]
+    # What a replica killed with SIGKILL leaves: no more claims, renewals or settling, and (its dispatcher
+    # thread gone) no local worker either.
+    frozen.dispatcher.leases.stop()
+    frozen.dispatcher._loop.stop()
+    worker_died = wait_until(lambda: _worker_pid(abandoned.id) is None, what="the worker's death")
+    survivor = wired.scorer(lease_s=1.5)
+
+    takeover = wait_until(lambda: [job for job in _jobs(survivor) if job.id != abandoned.id], what="the takeover")[0]
+    survivor.objects.put(f"{job_key('scorer', takeover.id)}/{RELEASE_FILE}", b"")
+    done = finished_run(survivor.stub, OWNER, run.id)
+
+    ended = next(job for job in _jobs(survivor) if job.id == abandoned.id)
+    assert worker_died
+    assert (ended.status, ended.error) == ("failed", "the scorer watching the job stopped (no lease renewal for 1.5 s)")
+    assert done.status == SUCCEEDED and _run_row(survivor, run.id).attempts == 1

@@ -169,5 +169,5 @@ def _document_otlp(operation: dict[str, Any]) -> None:
         "description": "an ExportTraceServiceResponse (partial_success when spans were rejected)",
         "content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}}, JSON: {"schema": {"type": "object"}}},
     }
-    _document(operation, {400, 413}, STATUS_SCHEMA, (JSON, PROTOBUF))
-    _document(operation, {401, 403, 415, 429, 503, 504}, ERROR_SCHEMA)
+    _document(operation, {400, 413, 429}, STATUS_SCHEMA, (JSON, PROTOBUF))
+    _document(operation, {401, 403, 415, 503, 504}, ERROR_SCHEMA)

@@ -5,7 +5,9 @@ Limits apply to the compressed body and, separately, to what it decompresses to,
 bomb gets 413 instead of exhausting memory. Bad bodies (broken gzip, not OTLP) and bad spans get
 400, oversized ones 413, each with a `google.rpc.Status` in the request's content type, as OTLP/HTTP
 requires; spans rejected for reasons that affect only them are reported through OTLP's
-`partial_success`. Each key's exports are rate-limited (`stash_gateway.rate_limits`).
+`partial_success`. Each key's exports are rate-limited (`stash_gateway.rate_limits`): past its
+allowance an export gets 429 with `Retry-After` and a RESOURCE_EXHAUSTED `google.rpc.Status` whose
+`RetryInfo` names the same delay, over HTTP and gRPC alike.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from starlette.datastructures import State
 from stash.rm.v1 import ingest_pb2
 from stash_common.errors import InvalidArgument, ResourceExhausted
 from stash_common.server import Registrar
-from stash_gateway.auth import authorize, bearer_secret
+from stash_gateway.auth import Writer, authorize, bearer_secret
 from stash_gateway.peers import Peers
-from stash_gateway.rate_limits import OtlpWriter, RateLimited, RateLimits
+from stash_gateway.rate_limits import RateLimited, RateLimits
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.routes.traces import limited_body
 from stash_gateway.settings import GatewaySettings
@@ -80,9 +82,15 @@ _OTLP_BODY = {"schema": {"type": "string", "format": "binary"}}
     response_class=Response,
     openapi_extra={"requestBody": {"content": {PROTOBUF: _OTLP_BODY, JSON: {"schema": {}}}, "required": True}},
 )
-async def receive_traces(request: Request, services: Services, settings: Settings, principal: OtlpWriter) -> Response:
+async def receive_traces(request: Request, services: Services, settings: Settings, principal: Writer) -> Response:
     """Store the spans and rebuild every trace they touch; answers an ExportTraceServiceResponse."""
     media, encoding = media_type(request), content_encoding(request)
+    try:
+        request.app.state.rate_limits.acquire(principal.key_id, "otlp")
+    except RateLimited as error:
+        limited = _encode(_retry_status(error), media, 429)
+        limited.headers["Retry-After"] = str(error.retry_after_s)
+        return limited
     try:
         body = await limited_body(request, settings)
         if encoding == "gzip":

@@ -2,8 +2,10 @@
 
 Each API key has one token bucket per group, holding a minute's allowance: a key may send that many
 requests in a burst, then one each 60/limit seconds. A refused request is 429 with `Retry-After`
-(REST) or RESOURCE_EXHAUSTED with a `google.rpc.RetryInfo` (OTLP/gRPC, which the OpenTelemetry
-exporters honour). Buckets live in the gateway process: with several replicas each enforces its own.
+(REST; OTLP/HTTP's body is a RESOURCE_EXHAUSTED `google.rpc.Status` with the same delay as its
+`RetryInfo`, `stash_gateway.otlp`) or RESOURCE_EXHAUSTED with a `google.rpc.RetryInfo` (OTLP/gRPC);
+the OpenTelemetry exporters honour both. Buckets live in the gateway process: with several replicas
+each enforces its own.
 """
 
 from __future__ import annotations
@@ -95,5 +97,4 @@ def limited_reader(group: Group) -> Callable[[Request, Principal], Principal]:
 
 
 ImportWriter = Annotated[Principal, Depends(limited_writer("imports"))]
-OtlpWriter = Annotated[Principal, Depends(limited_writer("otlp"))]
 QueryReader = Annotated[Principal, Depends(limited_reader("query"))]

@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from stash_common.coordination import Wakeups
 from stash_common.db import transaction
 from stash_common.errors import FailedPrecondition, NotFound
-from stash_common.job_dispatch import DispatchTiming, JobDispatcher, JobKind
+from stash_common.job_dispatch import LEASE_S, DispatchTiming, JobDispatcher, JobKind
 from stash_common.job_files import describe
 from stash_common.job_lifecycle import FAILED, SUCCEEDED, finish
 from stash_common.job_transfer import job_key, upload_files
@@ -71,6 +71,7 @@ class JobSettings:
     submit_timeout: timedelta = timedelta(minutes=10)
     job_timeout: timedelta = timedelta(minutes=60)
     sweep_interval_s: float = 30.0
+    lease_s: float = LEASE_S  # a claimed job's lease: a replica that died is noticed this long after
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,9 @@ class Dispatcher(JobDispatcher):
         wakeups: Wakeups,
         settings: JobSettings,
     ) -> None:
-        timing = DispatchTiming(settings.submit_timeout, settings.job_timeout, settings.sweep_interval_s)
+        timing = DispatchTiming(
+            settings.submit_timeout, settings.job_timeout, settings.sweep_interval_s, settings.lease_s
+        )
         super().__init__(JOB_KIND, sessions, objects, launcher, wakeups, timing)
         self.models = models
         self.traces = traces

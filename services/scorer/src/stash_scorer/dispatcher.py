@@ -13,8 +13,11 @@ fail with how it ended (its exit code and the last line of its log, or its Kuber
 and the job's files are deleted; the sweep adopts jobs another replica launched (the Job name follows
 from the job id), retries retryable failures up to `max_attempts` and fails jobs that outlive
 `job_timeout`. A scorer that stops, or cannot reach ingest, puts its local jobs' runs back in the queue
-instead: that is no fault of theirs (Kubernetes Jobs run on, and a sweep adopts them). This is policy,
-not transport: no gRPC reaches it.
+instead: that is no fault of theirs (Kubernetes Jobs run on, and a sweep adopts them). Each job is
+leased (`stash_common.job_dispatch.LeaseKeeper`): its replica renews the lease while it watches the
+worker, and when a replica dies any live one takes the job over within seconds, adopting its
+Kubernetes Job or, when its worker is gone (a local worker dies with its scorer), putting its runs
+back in the queue. This is policy, not transport: no gRPC reaches it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from stash_common.coordination import Wakeups
 from stash_common.db import transaction, utc_now
 from stash_common.errors import FailedPrecondition, NotFound, StashError, Unavailable
+from stash_common.job_dispatch import LEASE_S, LeaseKeeper
 from stash_common.job_transfer import delete_files, job_key, upload_files
 from stash_common.launcher import JobEnd, JobLaunch, Launcher, RunningJob
 from stash_common.queue_loop import QueueLoop
@@ -74,6 +78,7 @@ class JobSettings:
     batch_size: int = 8
     job_timeout: timedelta = timedelta(minutes=30)
     sweep_interval_s: float = 10.0
+    lease_s: float = LEASE_S
 
 
 @dataclass(frozen=True)
@@ -122,10 +127,12 @@ class Dispatcher:
             "scoring-dispatcher", wakeups, WAKEUP_TOPIC, self.drain, self.sweep, settings.sweep_interval_s
         )
         self._stopping = self._loop.stopping
+        self.leases = LeaseKeeper("scoring-leases", settings.lease_s, self._renew, self.reclaim_expired)
 
     def start(self) -> None:
         """Work in the background."""
         self._loop.start()
+        self.leases.start()
 
     def wake(self) -> None:
         """Tell every replica that a run was queued."""
@@ -134,6 +141,7 @@ class Dispatcher:
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop claiming and stop this process's local workers; their unreported runs go back to the queue."""
         self._loop.stop(timeout_s)
+        self.leases.stop()
         if self.launcher.detached:
             return  # Kubernetes Jobs outlive this replica; a sweep adopts them
         with self._lock:
@@ -180,8 +188,11 @@ class Dispatcher:
                     runs = store.queued_runs(session, model_id, self.settings.batch_traces)
                     if not runs:
                         return None
-                    job = store.open_job(session, runs[0].owner_id, model_id, slot, [run.id for run in runs])
+                    run_ids = [run.id for run in runs]
+                    lease = timedelta(seconds=self.settings.lease_s)
+                    job = store.open_job(session, runs[0].owner_id, model_id, slot, run_ids, lease)
                     if job is not None:
+                        self.leases.hold(job.id)
                         return _batch(job, runs[0].artifact_key, store.job_runs(session, job.id))
             except IntegrityError:
                 return None  # another replica took the slot: the next wake-up or sweep tries again
@@ -253,7 +264,30 @@ class Dispatcher:
                 adopted += 1
         return adopted
 
+    def reclaim_expired(self) -> int:
+        """Adopt or requeue the running jobs whose replica stopped renewing their lease; how many were requeued."""
+        lease = timedelta(seconds=self.settings.lease_s)
+        reason = f"the scorer watching the job stopped (no lease renewal for {self.settings.lease_s:g} s)"
+        with transaction(self.sessions) as session:
+            expired = store.take_expired_jobs(session, self.leases.held(), lease)
+        requeued = 0
+        for job_id in expired:
+            if (worker := self.launcher.recover(_launch(job_id).name)) is not None:
+                log.info("scoring job adopted from a stopped replica", job_id=job_id)
+                self._watch(job_id, worker)
+                continue
+            self._requeue(job_id, reason)
+            requeued += 1
+        if requeued:
+            self.wake()
+        return requeued
+
+    def _renew(self, job_ids: list[str]) -> None:
+        with transaction(self.sessions) as session:
+            store.renew_job_leases(session, job_ids, timedelta(seconds=self.settings.lease_s))
+
     def _watch(self, job_id: str, running: RunningJob) -> None:
+        self.leases.hold(job_id)
         with self._lock:
             self._running[job_id] = running
         threading.Thread(target=self.watch, args=(job_id, running), daemon=True).start()
@@ -291,6 +325,7 @@ class Dispatcher:
         )
 
     def _finish(self, job_id: str, exit_code: int | None, unreported: str) -> None:
+        self.leases.release(job_id)
         try:
             with transaction(self.sessions) as session:
                 failed = store.finish_job(session, job_id, exit_code, unreported)

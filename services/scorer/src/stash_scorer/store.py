@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -137,6 +137,8 @@ class ScoringJobRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Renewed every few seconds by the replica watching the job's worker; one that died lets it run out.
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class TraceScoreRow(Base):
@@ -385,9 +387,14 @@ def queued_runs(session: Session, model_id: str, limit: int) -> list[ScoringRunR
     return list(by_trace.values())[:limit]
 
 
-def open_job(session: Session, owner_id: str, model_id: str, slot: int, run_ids: Sequence[str]) -> ScoringJobRow | None:
-    """Claim queued runs into a new job on `slot`; None when another claimer took every one of them."""
-    job = ScoringJobRow(id=new_id(), owner_id=owner_id, reward_model_id=model_id, slot=slot, created_at=utc_now())
+def open_job(
+    session: Session, owner_id: str, model_id: str, slot: int, run_ids: Sequence[str], lease: timedelta
+) -> ScoringJobRow | None:
+    """Claim queued runs into a new job on `slot`, leased for `lease`; None when another claimer took them all."""
+    now = utc_now()
+    job = ScoringJobRow(
+        id=new_id(), owner_id=owner_id, reward_model_id=model_id, slot=slot, created_at=now, lease_until=now + lease
+    )
     session.add(job)
     session.flush()
     claimed = _changed(
@@ -430,6 +437,28 @@ def finish_job(session: Session, job_id: str, exit_code: int | None, unreported_
 def running_job_ids(session: Session) -> list[str]:
     """Every running job (its worker runs here, on another replica, or nowhere any more)."""
     return list(session.scalars(select(ScoringJobRow.id).where(ScoringJobRow.status == RUNNING)))
+
+
+def renew_job_leases(session: Session, job_ids: Collection[str], lease: timedelta) -> None:
+    """Extend the leases of the running jobs this replica watches."""
+    if job_ids:
+        session.execute(
+            update(ScoringJobRow)
+            .where(ScoringJobRow.id.in_(list(job_ids)), ScoringJobRow.status == RUNNING)
+            .values(lease_until=utc_now() + lease)
+        )
+
+
+def take_expired_jobs(session: Session, held: Collection[str], lease: timedelta) -> list[str]:
+    """Take over the running jobs whose lease ran out (not `held` here), leased again so no other replica does."""
+    now = utc_now()
+    query = select(ScoringJobRow).where(ScoringJobRow.status == RUNNING, ScoringJobRow.lease_until < now)
+    if held:
+        query = query.where(ScoringJobRow.id.not_in(list(held)))
+    expired = list(session.scalars(query.with_for_update(skip_locked=True)))
+    for job in expired:
+        job.lease_until = now + lease
+    return [job.id for job in expired]
 
 
 def overdue_jobs(session: Session, started_before: datetime) -> list[str]:

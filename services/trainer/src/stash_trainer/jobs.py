@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from stash_common.coordination import Wakeups
 from stash_common.db import transaction
 from stash_common.errors import StashError
-from stash_common.job_dispatch import DispatchTiming, JobDispatcher, JobKind
+from stash_common.job_dispatch import LEASE_S, DispatchTiming, JobDispatcher, JobKind
 from stash_common.job_files import read_jsonl
 from stash_common.job_transfer import download_files, job_key, upload_files
 from stash_common.launcher import Launcher
@@ -79,6 +79,7 @@ class JobSettings:
     submit_timeout: timedelta = timedelta(minutes=35)
     job_timeout: timedelta = timedelta(minutes=70)
     sweep_interval_s: float = 30.0
+    lease_s: float = LEASE_S  # a claimed job's lease: a replica that died is noticed this long after
     device: str = "auto"  # what the worker trains on: auto (CUDA, then MPS, then CPU), cpu, cuda or mps
 
 
@@ -146,7 +147,9 @@ class Dispatcher(JobDispatcher):
         settings: JobSettings,
         extractor: FeedbackExtractor | None = None,
     ) -> None:
-        timing = DispatchTiming(settings.submit_timeout, settings.job_timeout, settings.sweep_interval_s)
+        timing = DispatchTiming(
+            settings.submit_timeout, settings.job_timeout, settings.sweep_interval_s, settings.lease_s
+        )
         super().__init__(JOB_KIND, sessions, objects, launcher, wakeups, timing)
         self.traces = traces
         self.scores = scores
