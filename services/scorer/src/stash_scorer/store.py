@@ -366,11 +366,32 @@ def free_slot(session: Session, max_active: int) -> int | None:
 
 
 def next_model(session: Session) -> str | None:
-    """The model whose queued run should be served next: an explicit request first, then the oldest."""
-    query = select(ScoringRunRow.reward_model_id).where(ScoringRunRow.status == QUEUED)
-    return session.scalars(
-        query.order_by(ScoringRunRow.explicit.desc(), ScoringRunRow.created_at, ScoringRunRow.id).limit(1)
-    ).first()
+    """The model whose queued runs should be served next: the oldest explicit request first; otherwise
+    owners take turns (the model of the owner whose last batch started longest ago, or never, then its
+    oldest run), so one owner's backlog of thousands of traces does not hold back another owner's scores."""
+    queued = select(ScoringRunRow.reward_model_id).where(ScoringRunRow.status == QUEUED)
+    explicit = queued.where(ScoringRunRow.explicit.is_(True)).order_by(ScoringRunRow.created_at, ScoringRunRow.id)
+    if (model_id := session.scalars(explicit.limit(1)).first()) is not None:
+        return model_id
+    waiting = (
+        select(
+            ScoringRunRow.reward_model_id, ScoringRunRow.owner_id, func.min(ScoringRunRow.created_at).label("oldest")
+        )
+        .where(ScoringRunRow.status == QUEUED)
+        .group_by(ScoringRunRow.reward_model_id, ScoringRunRow.owner_id)
+        .subquery()
+    )
+    served = (
+        select(ScoringJobRow.owner_id, func.max(ScoringJobRow.created_at).label("last_served"))
+        .group_by(ScoringJobRow.owner_id)
+        .subquery()
+    )
+    query = (
+        select(waiting.c.reward_model_id)
+        .outerjoin(served, served.c.owner_id == waiting.c.owner_id)
+        .order_by(served.c.last_served.asc().nulls_first(), waiting.c.oldest, waiting.c.reward_model_id)
+    )
+    return session.scalars(query.limit(1)).first()
 
 
 def queued_runs(session: Session, model_id: str, limit: int) -> list[ScoringRunRow]:
