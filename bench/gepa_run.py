@@ -38,12 +38,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fakes.llm_server import FakeLLM  # noqa: E402
 
+from stash_common import worker_storage  # noqa: E402
 from stash_common.reward_model.packaged import packaged_model_dir  # noqa: E402
 from stash_common.reward_model.stats import REWARD_STATS_FILE  # noqa: E402
 from stash_common.storage import make_object_store  # noqa: E402
 from stash_gepa import job_contract as contract  # noqa: E402
 from stash_gepa.examples import validation_ids  # noqa: E402
-from stash_trainer.jobs import upload_archive  # noqa: E402
 
 TASK, REFLECTION = "stand-in-task", "stand-in-reflection"
 MODEL_KEY = "reward-models/bench/model.tar.gz"
@@ -87,7 +87,7 @@ def store_checkpoint(data_dir: Path) -> None:
         shutil.copytree(packaged_model_dir(), model_dir)
         (model_dir / REWARD_STATS_FILE).write_text(json.dumps({"mean": 0.0, "std": 1.0}))
         objects = make_object_store(data_dir, None, None, None, "http://127.0.0.1", None)
-        upload_archive(objects, MODEL_KEY, model_dir)
+        worker_storage.store_checkpoint(objects, MODEL_KEY, model_dir)
 
 
 def write_job(job_dir: Path, llm: FakeLLM, args: argparse.Namespace) -> list[contract.GepaExample]:
@@ -100,6 +100,9 @@ def write_job(job_dir: Path, llm: FakeLLM, args: argparse.Namespace) -> list[con
         max_metric_calls=args.max_metric_calls,
         job_id="bench",
         reward_model_id="bench",
+        owner_id="bench",
+        gepa_run_id="bench",
+        report_address="127.0.0.1:1",  # unused: a job directory run in place reports nothing
         reflection_api_base=f"{llm.url}/v1",
         validation_trace_ids=validation_ids(chosen, 0),
         max_length=512,
@@ -175,11 +178,11 @@ def main() -> None:
         write_job(job_dir, llm, args)
         env = {**os.environ, "STASH_DATA_DIR": str(data_dir), "PYTHONPATH": os.pathsep.join(sys.path)}
         worker_wall = timed([sys.executable, "-m", "stash_gepa.worker", str(job_dir)], env)
-        result = contract.read_result(job_dir)
+        result = contract.GepaResult.model_validate_json((job_dir / contract.RESULT_FILE).read_text())
         anchor_wall = timed([sys.executable, __file__, "--anchor", str(job_dir)], env)
         anchor = json.loads((job_dir / "anchor.json").read_text())
     llm.stop()
-    assert result is not None and result.timings is not None, "the worker wrote no timings"
+    assert result.timings is not None, "the worker wrote no timings"
     if result.error:
         raise SystemExit(f"the GEPA run failed: {result.error}")
     report(result, worker_wall, anchor, anchor_wall, args)

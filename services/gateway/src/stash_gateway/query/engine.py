@@ -4,14 +4,14 @@ A query takes the owner's database lock first (one query or load per owner at a 
 `concurrency` slots, so one user's queries cannot occupy every slot while they wait for each other.
 Before it runs, the engine asks each owning service for the owner's change marker (three small calls,
 made at once) and reloads only the tables of a service whose marker moved; a cold database loads all
-three services at once.
+three services at once, copying each one's tables into DuckDB as soon as its stream has ended.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -71,10 +71,13 @@ class QueryEngine:
         if not stale:
             return
         started = time.perf_counter()
-        loads = list(
-            self._pool.map(lambda source: load_tables(self.peers, source, owner_id, self.load_timeout_s), stale)
-        )
-        for loaded in loads:
+        timeout_s = self.load_timeout_s
+        futures = [self._pool.submit(load_tables, self.peers, source, owner_id, timeout_s) for source in stale]
+        loads = []
+        # Each service's tables go into DuckDB as soon as they have come, while the others still stream.
+        for future in as_completed(futures):
+            loaded = future.result()
+            loads.append(loaded)
             entry.database.replace_tables(loaded.tables)
             entry.versions[loaded.source] = loaded.version
             self.loads.labels(loaded.source).inc()
