@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from stash_common.errors import Unavailable
 from stash_common.kubernetes_launcher import KubernetesJob, KubernetesJobSettings, KubernetesLauncher, job_manifest
 from stash_common.launcher import JobEnd, JobLaunch
 from support.kubernetes_api import KubernetesApi, emulated_kubernetes
 from support.manifests import strict_validation_errors
+from support.processes import refused_addresses
 
 NAMESPACE = "stash"
 TRAIN = JobLaunch("train", "model-1", "0b7c7a4e-5b0b-4b59-9a57-4a3f1b2f9c10", "jobs/trainer/0b7c7a4e")
@@ -206,3 +208,17 @@ def test_another_replica_recovers_a_job_by_name_and_sees_how_it_ends(
         False, "the Kubernetes Job stash-train-never-launched no longer exists (deleted, or removed after it finished)"
     )
     restarted.stop()
+
+
+def test_an_unreachable_api_server_refuses_new_jobs_and_leaves_a_jobs_state_unknown() -> None:
+    # urllib3 wraps the refused connection in MaxRetryError, which is no OSError: it once killed a watcher thread.
+    with refused_addresses(1) as (address,):
+        configuration = client.Configuration()
+        configuration.host = f"http://{address}"
+        launcher = KubernetesLauncher("stash_trainer.worker", SETTINGS, client.ApiClient(configuration))
+        try:
+            with pytest.raises(Unavailable, match="the Kubernetes API is unreachable creating Job"):
+                launcher.launch(TRAIN)
+            assert launcher.recover(f"stash-train-{TRAIN.job_id}").wait(0.2) is None
+        finally:
+            launcher.stop()

@@ -32,12 +32,14 @@ from kubernetes import config as k8s_config
 from kubernetes.watch.watch import iter_resp_lines
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from urllib3.exceptions import ProtocolError, ReadTimeoutError
+from urllib3.exceptions import HTTPError, ProtocolError, ReadTimeoutError
 
 from stash_common.errors import StashError, Unavailable
 from stash_common.launcher import JobEnd, JobLaunch, last_log_line
 
 log = structlog.get_logger()
+# The API server out of reach: a socket error, or urllib3 giving up on its retries (MaxRetryError is no OSError).
+UNREACHABLE = (OSError, HTTPError)
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 KIND_LABEL, RUN_LABEL, JOB_LABEL = "stash.rm/kind", "stash.rm/run-id", "stash.rm/job-id"
 PART_OF = {"app.kubernetes.io/part-of": "stash-rm"}
@@ -284,7 +286,7 @@ class KubernetesLauncher:
             if error.status != 409:
                 raise _api_error(f"creating Job {job.name}", error) from None
             log.info("adopting an existing Job", job_name=job.name)
-        except OSError as error:
+        except UNREACHABLE as error:
             raise Unavailable(f"the Kubernetes API is unreachable creating Job {job.name}: {error}") from None
         self._start_watching()
         return KubernetesJob(self, job.name)
@@ -322,7 +324,7 @@ class KubernetesLauncher:
         """The Job's pods (by the job-name label Kubernetes sets); none when the API does not answer."""
         try:
             listed = self._raw(self._core.list_namespaced_pod, self.namespace, label_selector=f"job-name={name}")
-        except (k8s.ApiException, OSError):
+        except (k8s.ApiException, *UNREACHABLE):
             log.warning("could not list a Job's pods", job_name=name, exc_info=True)
             return []
         # Filtered here too: the labels are the contract, whatever the server did with the selector.
@@ -335,7 +337,7 @@ class KubernetesLauncher:
                 response = self._core.read_namespaced_pod_log(
                     pod["metadata"]["name"], self.namespace, tail_lines=20, _preload_content=False
                 )
-            except (k8s.ApiException, OSError, KeyError):
+            except (k8s.ApiException, *UNREACHABLE, KeyError):
                 continue
             return last_log_line(response.data.decode("utf-8", errors="replace"))
         return None
@@ -347,7 +349,7 @@ class KubernetesLauncher:
         except k8s.ApiException as error:
             if error.status != 404:
                 log.warning("could not delete a Job", job_name=name, status=error.status)
-        except OSError:
+        except UNREACHABLE:
             log.warning("could not delete a Job", job_name=name, exc_info=True)
 
     def _read(self, name: str) -> dict[str, Any] | None:
@@ -357,7 +359,7 @@ class KubernetesLauncher:
             if error.status == 404:
                 return None
             raise _api_error(f"reading Job {name}", error) from None
-        except OSError as error:
+        except UNREACHABLE as error:
             raise Unavailable(f"the Kubernetes API is unreachable reading Job {name}: {error}") from None
 
     def _start_watching(self) -> None:
