@@ -23,6 +23,10 @@ from support.processes import free_port, wait_for_http
 POSTGRES_ADMIN_URL = os.environ.get("STASH_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_TEST_URL = os.environ.get("STASH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
+# Set before any test module imports LiteLLM, and inherited by every process the tests start: LiteLLM reads
+# its model price map from its package instead of fetching it from the web (the tests reach no internet).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 
 def create_database() -> str:
     """A new, empty PostgreSQL database; returns its URL."""
