@@ -134,10 +134,11 @@ class Scoring:
 
     def publish_training(self, owner_id: str, model_id: str, traces: Sequence[TrainingScores]) -> tuple[int, int]:
         """Publish a succeeded model's training scores trace by trace; returns (published, rejected)."""
-        model = self._ready_model(owner_id, model_id)
+        # The backfill waits until the training scores are in, or it would queue the traces they cover.
+        model = self._ready_model(owner_id, model_id, backfill=False)
+        published = sum(self._publish_training_trace(model, item) for item in traces)
         with transaction(self.sessions) as session:
             store.request_backfill(session, model.id)
-        published = sum(self._publish_training_trace(model, item) for item in traces)
         self.wake()
         log.info("training scores published", reward_model_id=model_id, published=published, traces=len(traces))
         return published, len(traces) - published
@@ -168,15 +169,16 @@ class Scoring:
             self._forget(owner_id, trace_id)  # deleted, or another owner's: either way the owner has nothing of it
             raise
 
-    def _ready_model(self, owner_id: str, model_id: str) -> store.ScoringModelRow:
-        """The owner's succeeded model, remembered as ready; FailedPrecondition while it cannot score."""
+    def _ready_model(self, owner_id: str, model_id: str, backfill: bool = True) -> store.ScoringModelRow:
+        """The owner's succeeded model, remembered as ready (a model seen for the first time is backfilled unless
+        `backfill` is False); FailedPrecondition while it cannot score."""
         model = self.models.reward_model(owner_id, model_id)
         if model.status != "succeeded" or model.artifact_key is None:
             raise FailedPrecondition(
                 f"reward model {model.name} is {model.status}; only a succeeded model can score (wait for it to finish)"
             )
         artifact_key = model.artifact_key
-        return self._retrying(lambda session: _remember(session, model, artifact_key))
+        return self._retrying(lambda session: _remember(session, model, artifact_key, backfill))
 
     def _retrying(self, work: Callable[[Session], T]) -> T:
         """Run `work` in a transaction, again when a simultaneous request inserted the same row first."""
@@ -213,8 +215,10 @@ class Scoring:
             store.forget_trace(session, owner_id, trace_id)
 
 
-def _remember(session: Session, model: RewardModel, artifact_key: str) -> store.ScoringModelRow:
-    return store.remember_model(session, model.id, model.owner_id, model.name, artifact_key, model.scores_actions)
+def _remember(session: Session, model: RewardModel, artifact_key: str, backfill: bool) -> store.ScoringModelRow:
+    return store.remember_model(
+        session, model.id, model.owner_id, model.name, artifact_key, model.scores_actions, backfill
+    )
 
 
 def _settled_run(

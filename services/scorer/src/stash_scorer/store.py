@@ -591,12 +591,20 @@ def scored_traces_after(session: Session, after_trace_id: str, limit: int) -> li
 
 
 def remember_model(
-    session: Session, model_id: str, owner_id: str, name: str, artifact_key: str, scores_actions: bool
+    session: Session,
+    model_id: str,
+    owner_id: str,
+    name: str,
+    artifact_key: str,
+    scores_actions: bool,
+    backfill: bool = True,
 ) -> ScoringModelRow:
-    """Record a succeeded model as ready (a model seen for the first time is backfilled by the sweep)."""
+    """Record a succeeded model as ready. A model seen for the first time is backfilled by the sweep, or, with
+    `backfill` False, marked as done until `request_backfill` asks for it."""
     row = session.get(ScoringModelRow, model_id)
     if row is None:
-        row = ScoringModelRow(id=model_id, owner_id=owner_id, ready_at=utc_now())
+        now = utc_now()
+        row = ScoringModelRow(id=model_id, owner_id=owner_id, ready_at=now, backfilled_at=None if backfill else now)
         session.add(row)
     row.name, row.artifact_key, row.scores_actions = name, artifact_key, scores_actions
     return row
