@@ -25,7 +25,8 @@ picks them up again.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from time import monotonic
@@ -42,6 +43,7 @@ from stash_common.errors import StashError
 from stash_common.job_lifecycle import FAILED, RUNNING, JobColumns
 from stash_common.job_transfer import delete_files, job_key
 from stash_common.launcher import JobEnd, JobLaunch, Launcher, RunningJob
+from stash_common.leases import LeaseKeeper
 from stash_common.queue_loop import QueueLoop
 from stash_common.storage import ObjectStore
 
@@ -79,63 +81,7 @@ class DispatchTiming:
         return timedelta(seconds=self.lease_s)
 
 
-class LeaseKeeper:
-    """Renews the leases of the jobs this replica holds, then lets `reclaim` take over the expired ones of others.
-
-    Both run every `lease_s / 3` seconds, so a slow database write does not lose a lease. `renew` gets
-    the held keys (row or job ids).
-    """
-
-    def __init__(
-        self, name: str, lease_s: float, renew: Callable[[list[str]], None], reclaim: Callable[[], object]
-    ) -> None:
-        self.renew_every_s = lease_s / 3
-        self._renew = renew
-        self._reclaim = reclaim
-        self._held: set[str] = set()
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-
-    def start(self) -> None:
-        """Renew and reclaim in the background."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """End the background thread; the held leases run out unless their rows are settled."""
-        self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def hold(self, key: str) -> None:
-        """Renew `key`'s lease from now on."""
-        with self._lock:
-            self._held.add(key)
-
-    def release(self, key: str) -> None:
-        """Stop renewing `key`'s lease (its job ended)."""
-        with self._lock:
-            self._held.discard(key)
-
-    def held(self) -> list[str]:
-        """The keys whose leases this replica renews."""
-        with self._lock:
-            return list(self._held)
-
-    def tick(self) -> None:
-        """Renew the held leases, then reclaim expired ones."""
-        self._renew(self.held())
-        self._reclaim()
-
-    def _run(self) -> None:
-        while not self._stopping.wait(self.renew_every_s):
-            try:
-                self.tick()
-            except Exception:  # a database outage must not end the thread; the next round retries
-                log.exception("job leases not renewed", thread=self._thread.name)
-
-
-class JobDispatcher:
+class JobDispatcher(ABC):
     """Claims queued rows, launches and watches their workers; a subclass prepares each job."""
 
     def __init__(
@@ -160,9 +106,9 @@ class JobDispatcher:
         self._stopping = self._loop.stopping
         self.leases = LeaseKeeper(f"{kind.service}-leases", timing.lease_s, self._renew, self.reclaim_expired)
 
+    @abstractmethod
     def prepare(self, row_id: str, job_id: str) -> str:
         """Upload the inputs of a claimed row's job; the job's storage key (the subclass's policy)."""
-        raise NotImplementedError
 
     def start(self) -> None:
         """Work in the background."""

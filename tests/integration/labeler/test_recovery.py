@@ -177,7 +177,7 @@ def test_a_lease_in_hand_is_renewed_and_an_expired_one_is_queued_again(postgres_
         held = next(evaluation_id for evaluation_id in ids if _trace_of(labeler, evaluation_id) == "held")
 
         with labeler.worker.leases.holding(held):
-            revived = labeler.worker.leases.renew_and_reclaim()
+            revived = labeler.worker.leases.tick()
 
         assert revived == 1
         with transaction(labeler.sessions) as session:

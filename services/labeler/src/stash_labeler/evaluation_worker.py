@@ -15,9 +15,6 @@ decides what an outage or a deleted trace means for the queue without knowing th
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -27,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from stash_common.coordination import Wakeups
 from stash_common.db import transaction
 from stash_common.errors import FailedPrecondition, NotFound, StashError, Unavailable
+from stash_common.leases import LeaseKeeper
 from stash_common.queue_loop import QueueLoop
 from stash_labeler import store
 from stash_labeler.correction_ledger import correct_otlp_trace
@@ -57,62 +55,6 @@ class WorkerConfig:
         return self.lease_s / 3
 
 
-class LeaseKeeper:
-    """Renews the leases of the evaluations this worker runs; requeues any other whose worker stopped renewing."""
-
-    def __init__(
-        self, sessions: sessionmaker[Session], lease_s: float, renew_every_s: float, on_revived: Callable[[], None]
-    ) -> None:
-        self.sessions = sessions
-        self.lease = timedelta(seconds=lease_s)
-        self.renew_every_s = renew_every_s
-        self.on_revived = on_revived
-        self._held: set[str] = set()
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="evaluation-leases", daemon=True)
-
-    def start(self) -> None:
-        """Renew and reclaim leases in the background."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """End the background thread."""
-        self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    @contextmanager
-    def holding(self, evaluation_id: str) -> Iterator[None]:
-        """Renew this evaluation's lease for as long as the block runs."""
-        with self._lock:
-            self._held.add(evaluation_id)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._held.discard(evaluation_id)
-
-    def _run(self) -> None:
-        while not self._stopping.wait(self.renew_every_s):
-            try:
-                self.renew_and_reclaim()
-            except Exception:  # a database outage must not end the thread; the next round retries
-                log.exception("evaluation leases not renewed")
-
-    def renew_and_reclaim(self) -> int:
-        """Renew the leases in hand, requeue expired ones; returns how many were requeued."""
-        with self._lock:
-            held = list(self._held)
-        with transaction(self.sessions) as session:
-            store.renew_leases(session, held)
-            revived = store.requeue_stale(session, self.lease, MAX_ATTEMPTS)
-        if revived:
-            log.info("evaluations of a stopped worker queued again", revived=revived)
-            self.on_revived()
-        return revived
-
-
 class EvaluationWorker:
     """Evaluates queued trace revisions on a background thread."""
 
@@ -137,7 +79,20 @@ class EvaluationWorker:
             "evaluation-worker", wakeups, WAKEUP_TOPIC, self.drain, self.sweep, config.sweep_interval_s
         )
         self._stopping = self._loop.stopping
-        self.leases = LeaseKeeper(sessions, config.lease_s, config.renew_every_s, self.wake)
+        self.leases = LeaseKeeper("evaluation-leases", config.lease_s, self._renew_leases, self.reclaim_expired)
+
+    def _renew_leases(self, evaluation_ids: list[str]) -> None:
+        with transaction(self.sessions) as session:
+            store.renew_leases(session, evaluation_ids)
+
+    def reclaim_expired(self) -> int:
+        """Queue again the running evaluations whose lease ran out (their worker died); returns how many."""
+        with transaction(self.sessions) as session:
+            revived = store.requeue_stale(session, timedelta(seconds=self.config.lease_s), MAX_ATTEMPTS)
+        if revived:
+            log.info("evaluations of a stopped worker queued again", revived=revived)
+            self.wake()
+        return revived
 
     def start(self) -> None:
         """Work in the background."""

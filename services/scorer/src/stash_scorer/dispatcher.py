@@ -14,7 +14,7 @@ and the job's files are deleted; the sweep adopts jobs another replica launched 
 from the job id), retries retryable failures up to `max_attempts` and fails jobs that outlive
 `job_timeout`. A scorer that stops, or cannot reach ingest, puts its local jobs' runs back in the queue
 instead: that is no fault of theirs (Kubernetes Jobs run on, and a sweep adopts them). Each job is
-leased (`stash_common.job_dispatch.LeaseKeeper`): its replica renews the lease while it watches the
+leased (`stash_common.leases.LeaseKeeper`): its replica renews the lease while it watches the
 worker, and when a replica dies any live one takes the job over within seconds, adopting its
 Kubernetes Job or, when its worker is gone (a local worker dies with its scorer), putting its runs
 back in the queue. This is policy, not transport: no gRPC reaches it.
@@ -37,9 +37,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from stash_common.coordination import Wakeups
 from stash_common.db import transaction, utc_now
 from stash_common.errors import FailedPrecondition, NotFound, StashError, Unavailable
-from stash_common.job_dispatch import LEASE_S, LeaseKeeper
+from stash_common.job_dispatch import LEASE_S
 from stash_common.job_transfer import delete_files, job_key, upload_files
 from stash_common.launcher import JobEnd, JobLaunch, Launcher, RunningJob
+from stash_common.leases import LeaseKeeper
 from stash_common.queue_loop import QueueLoop
 from stash_common.rendering import render_example, render_trace
 from stash_common.storage import ObjectStore
