@@ -5,8 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from concurrent import futures
+from contextlib import contextmanager
 from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from stash_common.job_transfer import delete_files, download_files, job_key, upload_files
 from stash_common.launcher import JobEnd, JobLaunch, LocalSubprocessLauncher
@@ -52,6 +59,44 @@ def test_a_worker_that_succeeds_leaves_no_log_and_a_duplicate_launch_is_the_same
     assert not (tmp_path / "logs" / "stash-train-job-1.log").exists()
     assert launcher.launch(JOB) is launcher.recover(JOB.name)
     assert _launcher(tmp_path, 0).recover(JOB.name) is None  # another process's subprocess cannot be found
+
+
+@contextmanager
+def busy_grpc_channel() -> Iterator[None]:
+    """A gRPC server in this process and a channel calling it without a pause, as a service has while it launches."""
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    stop = threading.Event()
+
+    def call() -> None:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while not stop.is_set():
+            stub.Check(health_pb2.HealthCheckRequest(), timeout=5)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        caller.join()
+        channel.close()
+        server.stop(None)
+
+
+def test_workers_launched_beside_live_grpc_channels_all_start(tmp_path: Path) -> None:
+    """Python code between fork and exec (a preexec_fn) aborted about one such child in fifty (grpc/grpc#43055)."""
+    env = {"PYTHONPATH": str(TESTS_DIR), "STASH_TEST_EXIT_CODE": "0"}
+    launcher = LocalSubprocessLauncher("support.exiting_worker", tmp_path / "logs", env)
+    launches = [JobLaunch("train", f"model-{n}", f"job-{n}", f"jobs/trainer/job-{n}") for n in range(100)]
+
+    with busy_grpc_channel():
+        ends = [launcher.launch(launch).wait(30) for launch in launches]
+
+    assert [end for end in ends if end != JobEnd(True, exit_code=0)] == []
 
 
 def test_a_jobs_files_travel_through_object_storage_and_are_deleted_after(tmp_path: Path) -> None:

@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+from stash_common.parent_death import follow_parent
+
 PID_VARIABLE = "STASH_TEST_PID_DIR"
 
 
@@ -35,6 +37,7 @@ def is_alive(pid: int) -> bool:
 
 
 if __name__ == "__main__":
+    follow_parent()  # as every worker does first
     pid_file = Path(os.environ[PID_VARIABLE]) / f"{sys.argv[2].rsplit('/', 1)[-1]}.pid"
     pid_file.with_suffix(".tmp").write_text(str(os.getpid()))
     pid_file.with_suffix(".tmp").rename(pid_file)  # whole, or not there at all

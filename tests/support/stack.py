@@ -69,20 +69,16 @@ def cluster_env(postgres_url: str, redis_url: str) -> dict[str, str]:
 
 
 def launch_up(env: dict[str, str], ignoring: tuple[signal.Signals, ...] = ()) -> subprocess.Popen[str]:
-    """`stash-rm up` as a child with its output captured, inheriting `ignoring` as ignored signals (as from nohup)."""
+    """`stash-rm up` as a child with its output captured, inheriting `ignoring` as ignored signals (as from nohup).
 
-    def ignore() -> None:
-        for signum in ignoring:
-            signal.signal(signum, signal.SIG_IGN)
-
-    return subprocess.Popen(
-        [sys.executable, "-m", "stash_cli", "up"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=ignore if ignoring else None,
-    )
+    A shell ignores them and execs `up` (ignored signals survive exec): Python code between fork and
+    exec, a `preexec_fn`, can abort the child of a process with live gRPC channels.
+    """
+    command = [sys.executable, "-m", "stash_cli", "up"]
+    if ignoring:
+        names = " ".join(signum.name.removeprefix("SIG") for signum in ignoring)
+        command = ["/bin/sh", "-c", f'trap "" {names}; exec "$@"', "sh", *command]
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 @contextmanager

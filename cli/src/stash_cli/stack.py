@@ -12,14 +12,12 @@ so not even a `kill -9` of `up` leaves a service behind.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +25,7 @@ import httpx
 
 from stash_cli.settings import CliSettings
 from stash_common.channels import check_health, open_channel
+from stash_common.parent_death import die_with_parent_env
 from stash_common.settings import DEFAULT_GRPC_PORTS, load
 
 GRPC_SERVICES: tuple[str, ...] = tuple(DEFAULT_GRPC_PORTS)
@@ -34,7 +33,6 @@ ALL_SERVICES: tuple[str, ...] = (*GRPC_SERVICES, "gateway")
 FIRST_RESTART_DELAY_S = 0.5
 LONGEST_RESTART_DELAY_S = 30.0
 STABLE_AFTER_S = 30.0  # a service that ran this long before exiting starts again after the first delay
-_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
 class StackError(RuntimeError):
@@ -113,7 +111,7 @@ class Stack:
 
     def environment(self) -> dict[str, str]:
         """The environment every child gets: this one, plus the data dir and every peer's address."""
-        env = {**os.environ, "STASH_DATA_DIR": str(self.layout.data_dir)}
+        env = {**os.environ, "STASH_DATA_DIR": str(self.layout.data_dir), **die_with_parent_env(signal.SIGTERM)}
         for name in GRPC_SERVICES:
             env[f"STASH_{name.upper()}_ADDRESS"] = self.layout.address(name)
         return env
@@ -134,7 +132,6 @@ class Stack:
                 stderr=subprocess.STDOUT,
                 env=self.environment(),
                 start_new_session=True,  # Ctrl-C reaches `up`, which stops the children in order.
-                preexec_fn=_die_with_parent(os.getpid()),
             )
         self.started_at[name] = time.monotonic()
         pid_file = self.layout.pid_file(name)
@@ -206,20 +203,6 @@ class Stack:
                 process.wait()
             self.layout.pid_file(name).unlink(missing_ok=True)
             self.layout.restarts_file(name).unlink(missing_ok=True)
-
-
-def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
-    """What a child runs before exec so that the kernel sends it SIGTERM when `up` dies (Linux only)."""
-    if sys.platform != "linux":
-        return None
-    prctl = ctypes.CDLL(None).prctl  # looked up here: between fork and exec the child only calls it
-
-    def ask_for_sigterm() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent_pid:  # `up` died before the request took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return ask_for_sigterm
 
 
 def gateway_health(layout: Layout) -> tuple[int | None, dict[str, object]]:

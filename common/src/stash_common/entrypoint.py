@@ -10,10 +10,15 @@ import sys
 from collections.abc import Callable
 
 from stash_common.errors import ConfigError
+from stash_common.parent_death import follow_parent
 
 
 def run(main: Callable[[], None]) -> None:
-    """Call `main`; a ConfigError ends the process with exit code 1 and its message on stderr."""
+    """Call `main`; a ConfigError ends the process with exit code 1 and its message on stderr.
+
+    A service that `stash-rm up` started ends with it (`stash_common.parent_death`).
+    """
+    follow_parent()
     try:
         main()
     except ConfigError as error:

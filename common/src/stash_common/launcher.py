@@ -11,7 +11,6 @@ how the worker ended (`JobEnd`), with the tail of its log when it failed.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -22,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from stash_common.parent_death import die_with_parent_env
+
 LOG_TAIL_CHARS = 500
-PR_SET_PDEATHSIG = 1  # prctl(2): the signal the calling process gets when its parent thread ends
 
 
 @dataclass(frozen=True)
@@ -106,25 +106,17 @@ class LocalProcess:
         self._process.wait()
 
 
-def _die_with_parent() -> None:
-    """In the forked child, before the worker starts: ask Linux to kill it when its parent dies.
-
-    A service killed with SIGKILL cannot stop its workers, and no other process can find a local
-    worker (`LocalSubprocessLauncher.recover`), so one left behind would only hold on to its job
-    after a live replica has failed the job's row (its lease ran out). Elsewhere this does nothing.
-    """
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 class LocalSubprocessLauncher:
     """Runs each job as a local subprocess of this interpreter (the embedded profile).
 
     `env` overrides variables of this process's environment for the worker (which otherwise sees the
     same object storage settings as the service); the worker's output goes to `log_dir/<name>.log`,
     which is removed when it succeeds. The worker is killed when the thread that launched it ends
-    (Linux's parent-death signal follows the launching thread): a service launches from its
-    dispatcher's long-lived thread, and a service that dies takes its workers with it.
+    (Linux's parent-death signal, which every worker asks for with `stash_common.parent_death`,
+    follows the launching thread): a service launches from its dispatcher's long-lived thread, and
+    a service that dies takes its workers with it. A service killed with SIGKILL cannot stop its
+    workers, and no other process can find a local worker (`recover`), so one left behind would
+    only hold on to its job after a live replica has failed the job's row (its lease ran out).
     """
 
     detached = False
@@ -149,8 +141,7 @@ class LocalSubprocessLauncher:
                     stdout=output,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
-                    env={**os.environ, **self.env},
-                    preexec_fn=_die_with_parent,
+                    env={**os.environ, **self.env, **die_with_parent_env(signal.SIGKILL)},
                 )
             self._started[job.name] = LocalProcess(job.name, process, log_file)
             return self._started[job.name]

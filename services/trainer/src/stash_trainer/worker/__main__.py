@@ -13,6 +13,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from stash_common.parent_death import follow_parent
+
 USAGE = "usage: python -m stash_trainer.worker --job <job key> | <job_dir>"
 
 
@@ -38,4 +40,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    follow_parent()  # a local worker ends with the service that launched it
     sys.exit(main())
