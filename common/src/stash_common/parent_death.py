@@ -6,7 +6,7 @@ when the parent's launching thread ends, and sends it at once if the parent is a
 
 Why not a `preexec_fn` between fork and exec: Python code in a forked child of a process with live
 gRPC channels runs gRPC's fork handlers, and with grpcio ≥ 1.80 about one child in fifty aborts
-(SIGABRT on `epoll_wait: Bad file descriptor`, or SIGSEGV) before they reach exec
+(SIGABRT on `epoll_wait: Bad file descriptor`, or SIGSEGV) before it reaches exec
 (grpc/grpc#43055). Without a `preexec_fn`, `subprocess` forks and execs without running Python in
 the child. Elsewhere than Linux this does nothing.
 """
