@@ -2,6 +2,7 @@
 
 import threading
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import grpc
 import pytest
@@ -10,9 +11,10 @@ from google.rpc import error_details_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 
+from stash.rm.v1 import scorer_pb2, trainer_pb2
 from stash_common.channels import check_health, open_channel
 from stash_common.errors import InvalidArgument, NotFound
-from stash_common.server import RunningServer, start
+from stash_common.server import RunningServer, check_storable_request, start
 from stash_gateway.status import rpc_error_response
 from support.processes import free_port
 
@@ -103,6 +105,36 @@ def test_gateway_maps_statuses_to_http_with_the_reason(channel: grpc.Channel) ->
         response = rpc_error_response(request, caught.value)
         assert response.status_code == expected_status
         assert expected_detail in response.body.decode()
+
+
+@pytest.mark.parametrize(
+    ("request_message", "field"),
+    [
+        (
+            scorer_pb2.PublishTrainingScoresRequest(
+                traces=[
+                    scorer_pb2.TrainingTraceScores(trace_id="t1"),
+                    scorer_pb2.TrainingTraceScores(
+                        trace_id="t2", action_scores=[scorer_pb2.ActionScoreResult(step_id="s\x00")]
+                    ),
+                ]
+            ),
+            "traces[1].action_scores[0].step_id",
+        ),
+        (trainer_pb2.CompleteJobRequest(metrics={"device": "cpu\x00"}), "metrics.fields['device'].string_value"),
+        (trainer_pb2.CompleteJobRequest(metrics={"a\x00": 1}), "metrics.fields (a key)"),
+    ],
+)
+def test_unstorable_text_is_named_at_any_depth(request_message: Any, field: str) -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        check_storable_request(request_message)
+
+    assert refused.value.field == field
+
+
+def test_storable_requests_and_bytes_payloads_pass() -> None:
+    check_storable_request(trainer_pb2.CompleteJobRequest(owner_id="alice", metrics={"device": "cpu", "loss": 0.1}))
+    check_storable_request(b"raw\x00bytes")  # a generic handler's undecoded request
 
 
 def test_stop_reports_not_serving_before_closing(running: RunningServer, channel: grpc.Channel) -> None:

@@ -1,8 +1,9 @@
 """gRPC server bootstrap shared by every service: health checking, reflection, errors, shutdown.
 
 A service's `main.py` builds its servicers and calls `serve()`; this module does the rest:
-the standard `grpc.health.v1.Health` service, server reflection, one interceptor that turns
-`stash_common.errors` into statuses (with `google.rpc.BadRequest` details for bad input),
+the standard `grpc.health.v1.Health` service, server reflection, one interceptor that refuses
+requests whose text no store can hold (U+0000 in any string field: INVALID_ARGUMENT naming it) and
+turns `stash_common.errors` into statuses (with `google.rpc.BadRequest` details for bad input),
 and a graceful stop on SIGTERM or SIGINT: health flips to NOT_SERVING, in-flight calls get
 `grace_s` to finish, then the process exits.
 """
@@ -19,12 +20,14 @@ from typing import Any
 import grpc
 import structlog
 from google.protobuf import any_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from grpc_status import rpc_status
 
 from stash_common.errors import InvalidArgument, StashError
+from stash_common.storable import check_storable
 
 log = structlog.get_logger(__name__)
 
@@ -43,8 +46,35 @@ def to_status(error: StashError) -> status_pb2.Status:
     return status
 
 
+def check_storable_request(request: object) -> None:
+    """INVALID_ARGUMENT naming a string field of `request` that holds U+0000, at any depth (`steps[2].id`).
+
+    PostgreSQL refuses NUL even in a lookup, so an id holding one would otherwise fail as INTERNAL in
+    whichever store the servicer reaches; payloads are `bytes` fields, which are not text and not checked.
+    """
+    pending: list[tuple[Message, str]] = [(request, "")] if isinstance(request, Message) else []
+    while pending:
+        message, prefix = pending.pop()
+        for field, value in message.ListFields():
+            name = f"{prefix}{field.name}"
+            if field.message_type is not None and field.message_type.GetOptions().map_entry:
+                items = [(f"{name}[{key!r}]", key, item) for key, item in value.items()]
+            elif field.is_repeated:
+                items = [(f"{name}[{index}]", None, item) for index, item in enumerate(value)]
+            else:
+                items = [(name, None, value)]
+            for path, key, item in items:
+                if isinstance(key, str):
+                    check_storable(key, f"{name} (a key)")
+                if isinstance(item, str):
+                    check_storable(item, path)
+                elif isinstance(item, Message):
+                    pending.append((item, f"{path}."))
+
+
 class ErrorInterceptor(grpc.ServerInterceptor):
-    """Turns a `StashError` raised by a servicer into its status; anything else is logged as INTERNAL."""
+    """Refuses unstorable text (`check_storable_request`) and turns a `StashError` raised by a servicer
+    into its status; anything else is logged as INTERNAL."""
 
     def intercept_service(self, continuation: Any, handler_call_details: Any) -> Any:
         handler = continuation(handler_call_details)
@@ -61,6 +91,7 @@ class ErrorInterceptor(grpc.ServerInterceptor):
 def _guard(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
     def guarded(request: Any, context: grpc.ServicerContext) -> Any:
         try:
+            check_storable_request(request)
             return behaviour(request, context)
         except StashError as error:
             context.abort_with_status(rpc_status.to_status(to_status(error)))
@@ -74,6 +105,7 @@ def _guard(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
 def _guard_stream(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
     def guarded(request: Any, context: grpc.ServicerContext) -> Any:
         try:
+            check_storable_request(request)
             yield from behaviour(request, context)
         except StashError as error:
             context.abort_with_status(rpc_status.to_status(to_status(error)))

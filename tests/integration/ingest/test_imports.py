@@ -224,3 +224,24 @@ def test_imported_labels_and_rewards_are_kept_as_they_are(ingest: Any) -> None:
         "reward": {"points": 1.0, "credit": 0.7},
     }
     assert json_format.MessageToDict(trace.metadata)["rubric_summary"] == {"score": 0.8}
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda ingest: ingest.GetTrace(ingest_pb2.GetTraceRequest(owner_id="alice", trace_id="t\x00")), "trace_id"),
+        (
+            lambda ingest: ingest.BatchGetTraces(
+                ingest_pb2.BatchGetTracesRequest(owner_id="alice", trace_ids=["ok", "t\x00"])
+            ),
+            "trace_ids[1]",
+        ),
+        (lambda ingest: ingest.ListTraces(ingest_pb2.ListTracesRequest(owner_id="alice\x00")), "owner_id"),
+    ],
+)
+def test_nul_character_in_an_id_is_refused_by_name_before_any_lookup(ingest: Any, call: Any, field: str) -> None:
+    """PostgreSQL refuses U+0000 even in a lookup: without the check this was INTERNAL."""
+    error = _error(lambda: call(ingest))
+
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"{field}: contains U+0000" in error.details()
