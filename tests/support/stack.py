@@ -63,7 +63,7 @@ def cluster_env(postgres_url: str, redis_url: str) -> dict[str, str]:
     env = {"STASH_PROFILE": "cluster", "STASH_GATEWAY_ADMIN_KEY": admin_key, "STASH_ADMIN_KEY": admin_key}
     for service in ("gateway", "ingest", "labeler", "trainer", "scorer", "gepa"):
         env[f"STASH_{service.upper()}_DATABASE_URL"] = postgres_url
-    for service in ("labeler", "trainer", "scorer", "gepa"):
+    for service in ("gateway", "labeler", "trainer", "scorer", "gepa"):
         env[f"STASH_{service.upper()}_REDIS_URL"] = redis_url
     return env
 

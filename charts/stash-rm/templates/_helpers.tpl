@@ -2,7 +2,7 @@
 {{- define "stash-rm.grpcServices" -}}
 ingest:
   port: 50051
-  peers: [labeler, trainer, scorer, gepa]
+  peers: [gateway, labeler, trainer, scorer, gepa]
 labeler:
   port: 50052
   peers: [ingest, trainer]
@@ -17,9 +17,9 @@ gepa:
   peers: [worker]
 {{- end -}}
 
-{{/* Services that keep Redis wake-ups (STASH_<SVC>_REDIS_URL) and launch worker jobs. */}}
+{{/* Services that use Redis (STASH_<SVC>_REDIS_URL: wake-ups; the gateway's shared rate limits), and those that launch worker jobs. */}}
 {{- define "stash-rm.redisServices" -}}
-[labeler, trainer, scorer, gepa]
+[gateway, labeler, trainer, scorer, gepa]
 {{- end -}}
 {{- define "stash-rm.launchers" -}}
 [trainer, scorer, gepa]

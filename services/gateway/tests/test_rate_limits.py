@@ -3,7 +3,7 @@
 import pytest
 
 from stash_common.settings import load
-from stash_gateway.rate_limits import RateLimited, RateLimits
+from stash_gateway.rate_limits import InProcessBuckets, RateLimited, RateLimits
 from stash_gateway.settings import GatewaySettings
 
 
@@ -17,7 +17,7 @@ class Clock:
 
 def _limits(clock: Clock, **per_minute: int) -> RateLimits:
     settings = load(GatewaySettings, **{f"rate_limit_{group}_per_minute": n for group, n in per_minute.items()})
-    return RateLimits(settings, clock)
+    return RateLimits(settings, InProcessBuckets(clock))
 
 
 def test_a_burst_of_a_minutes_allowance_passes_then_the_next_request_waits() -> None:

@@ -25,8 +25,8 @@ def _client(postgres_url: str, tmp_path: Path, **settings: Any) -> TestClient:
 
 
 @pytest.fixture
-def cluster(postgres_url: str, tmp_path: Path) -> Iterator[TestClient]:
-    with _client(postgres_url, tmp_path, profile="cluster", admin_key=ADMIN_KEY) as client:
+def cluster(postgres_url: str, redis_url: str, tmp_path: Path) -> Iterator[TestClient]:
+    with _client(postgres_url, tmp_path, profile="cluster", admin_key=ADMIN_KEY, redis_url=redis_url) as client:
         yield client
 
 
@@ -34,8 +34,10 @@ def _bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def test_cluster_profile_without_admin_key_disables_the_admin_routes(postgres_url: str, tmp_path: Path) -> None:
-    with _client(postgres_url, tmp_path, profile="cluster") as client:
+def test_cluster_profile_without_admin_key_disables_the_admin_routes(
+    postgres_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    with _client(postgres_url, tmp_path, profile="cluster", redis_url=redis_url) as client:
         response = client.post("/api/v1/admin/users", json={"name": "alice"}, headers=_bearer("anything"))
 
     assert response.status_code == 403

@@ -27,7 +27,7 @@ from stash_gateway.openapi import (
 from stash_gateway.otlp import register_trace_service
 from stash_gateway.peers import Peers
 from stash_gateway.query.engine import QueryEngine
-from stash_gateway.rate_limits import RateLimits
+from stash_gateway.rate_limits import RateLimits, make_buckets
 from stash_gateway.routes import (
     account,
     admin,
@@ -82,7 +82,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = HttpMetrics()
-    app.state.rate_limits = RateLimits(settings)
+    app.state.rate_limits = RateLimits(settings, make_buckets(settings))
     # Gzip for clients that accept it, innermost (added first) so it sees whole bodies and skips small ones;
     # answers already encoded, gRPC and event streams are left alone.
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=6)

@@ -86,7 +86,8 @@ async def receive_traces(request: Request, services: Services, settings: Setting
     """Store the spans and rebuild every trace they touch; answers an ExportTraceServiceResponse."""
     media, encoding = media_type(request), content_encoding(request)
     try:
-        request.app.state.rate_limits.acquire(principal.key_id, "otlp")
+        # In a worker thread: with several replicas the buckets are in Redis, and a slow one must not stall the loop.
+        await run_in_threadpool(request.app.state.rate_limits.acquire, principal.key_id, "otlp")
     except RateLimited as error:
         limited = _encode(_retry_status(error), media, 429)
         limited.headers["Retry-After"] = str(error.retry_after_s)

@@ -4,8 +4,13 @@ Each API key has one token bucket per group, holding a minute's allowance: a key
 requests in a burst, then one each 60/limit seconds. A refused request is 429 with `Retry-After`
 (REST; OTLP/HTTP's body is a RESOURCE_EXHAUSTED `google.rpc.Status` with the same delay as its
 `RetryInfo`, `stash_gateway.otlp`) or RESOURCE_EXHAUSTED with a `google.rpc.RetryInfo` (OTLP/gRPC);
-the OpenTelemetry exporters honour both. Buckets live in the gateway process: with several replicas
-each enforces its own.
+the OpenTelemetry exporters honour both.
+
+Where the buckets live: in Redis in the cluster profile (`STASH_GATEWAY_REDIS_URL`), so every gateway
+replica spends from the same allowance (one Lua script reads, refills and spends a bucket atomically,
+on Redis's clock, so replicas' clocks never matter); in the process in the embedded profile, which
+runs one gateway. While Redis cannot be reached requests are let through, with a warning a minute:
+a limiter outage must not stop imports.
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol
 
+import redis
+import structlog
 from fastapi import Depends, HTTPException, Request
 
 from stash_gateway.accounts import Principal
@@ -24,6 +31,10 @@ from stash_gateway.auth import Reader, Writer
 from stash_gateway.settings import GatewaySettings
 
 Group = Literal["imports", "otlp", "query"]
+log = structlog.get_logger(__name__)
+
+BUCKET_KEY_PREFIX = "stash:rate:"
+OUTAGE_WARNING_INTERVAL_S = 60.0
 
 
 class RateLimited(Exception):
@@ -34,39 +45,107 @@ class RateLimited(Exception):
         self.retry_after_s = retry_after_s
 
 
+class Buckets(Protocol):
+    """Where the token buckets are kept."""
+
+    def spend(self, bucket: str, capacity: int, rate: float) -> float:
+        """Refill `bucket` (`rate` tokens a second, up to `capacity`; a new one is full) and spend one token;
+        0 when it was spent, else the seconds until one is there (nothing is spent)."""
+        ...
+
+
 @dataclass
 class _Bucket:
     tokens: float
     updated: float
 
 
-class RateLimits:
-    """Token buckets per (API key, group); a limit of 0 turns a group's limit off."""
+class InProcessBuckets:
+    """Buckets in this process (the embedded profile's one gateway)."""
 
-    def __init__(self, settings: GatewaySettings, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.buckets: dict[str, _Bucket] = {}
+        self.lock = threading.Lock()
+
+    def spend(self, bucket: str, capacity: int, rate: float) -> float:
+        """See `Buckets.spend`."""
+        now = self.clock()
+        with self.lock:
+            state = self.buckets.setdefault(bucket, _Bucket(float(capacity), now))
+            state.tokens = min(float(capacity), state.tokens + (now - state.updated) * rate)
+            state.updated = now
+            if state.tokens < 1:
+                return (1 - state.tokens) / rate
+            state.tokens -= 1
+            return 0.0
+
+
+# KEYS[1]: the bucket; ARGV: capacity, tokens per second. Returns the wait as a string (a Lua number
+# would come back truncated to an integer). The key expires once it would be full again anyway.
+_SPEND = """
+local capacity, rate = tonumber(ARGV[1]), tonumber(ARGV[2])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'updated')
+local tokens = tonumber(state[1]) or capacity
+local updated = tonumber(state[2]) or now
+tokens = math.min(capacity, tokens + math.max(0, now - updated) * rate)
+local wait = 0
+if tokens < 1 then
+  wait = (1 - tokens) / rate
+else
+  tokens = tokens - 1
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'updated', tostring(now))
+redis.call('EXPIRE', KEYS[1], math.ceil(capacity / rate) + 1)
+return tostring(wait)
+"""
+
+
+class RedisBuckets:
+    """Buckets in Redis, shared by every gateway replica."""
+
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        self.script = self.client.register_script(_SPEND)
+        self.warned_at = -math.inf
+
+    def spend(self, bucket: str, capacity: int, rate: float) -> float:
+        """See `Buckets.spend`; 0 (let through) while Redis cannot be reached."""
+        try:
+            return float(self.script(keys=[BUCKET_KEY_PREFIX + bucket], args=[capacity, rate]))
+        except redis.RedisError as error:
+            if time.monotonic() - self.warned_at >= OUTAGE_WARNING_INTERVAL_S:
+                self.warned_at = time.monotonic()
+                log.warning("rate limits not enforced: Redis cannot be reached", error=str(error))
+            return 0.0
+
+
+def make_buckets(settings: GatewaySettings) -> Buckets:
+    """Redis buckets when a URL is configured (the cluster profile), in-process ones otherwise."""
+    return RedisBuckets(settings.redis_url) if settings.redis_url else InProcessBuckets()
+
+
+class RateLimits:
+    """A token bucket per (API key, group); a limit of 0 turns a group's limit off."""
+
+    def __init__(self, settings: GatewaySettings, buckets: Buckets) -> None:
         self.per_minute: dict[Group, int] = {
             "imports": settings.rate_limit_imports_per_minute,
             "otlp": settings.rate_limit_otlp_per_minute,
             "query": settings.rate_limit_query_per_minute,
         }
-        self.clock = clock
-        self.buckets: dict[tuple[str, Group], _Bucket] = {}
-        self.lock = threading.Lock()
+        self.buckets = buckets
 
     def acquire(self, key_id: str, group: Group) -> None:
         """Spend one request of the key's allowance; RateLimited when none is left."""
         limit = self.per_minute[group]
         if limit <= 0:
             return
-        rate = limit / 60.0  # tokens per second
-        now = self.clock()
-        with self.lock:
-            bucket = self.buckets.setdefault((key_id, group), _Bucket(float(limit), now))
-            bucket.tokens = min(float(limit), bucket.tokens + (now - bucket.updated) * rate)
-            bucket.updated = now
-            if bucket.tokens < 1:
-                raise RateLimited(group, limit, math.ceil((1 - bucket.tokens) / rate))
-            bucket.tokens -= 1
+        wait_s = self.buckets.spend(f"{key_id}:{group}", limit, limit / 60.0)
+        if wait_s > 0:
+            raise RateLimited(group, limit, math.ceil(wait_s))
 
 
 def _limited(group: Group, principal: Principal, request: Request) -> Principal:

@@ -27,6 +27,9 @@ class GatewaySettings(ServiceSettings):
     database_url: str = cluster_required(
         "STASH_GATEWAY_DATABASE_URL", "PostgreSQL URL for the gateway's users and API keys"
     )
+    redis_url: str | None = cluster_required(
+        "STASH_GATEWAY_REDIS_URL", "Redis URL for the rate-limit buckets every gateway replica shares"
+    )
     public_url: str | None = shared(
         "STASH_PUBLIC_URL", None, "URL clients reach the gateway at (default http://<host>:<port>)"
     )
