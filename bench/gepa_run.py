@@ -3,12 +3,14 @@
     .venv/bin/python bench/gepa_run.py [--latency-ms 50] [--examples 12] [--max-metric-calls 40]
 
 The GEPA worker (`python -m stash_gepa.worker`) runs a job directory with 12 support examples against
-a reward model whose checkpoint is the packaged all-MiniLM-L6-v2 with a fresh score head (scoring
-costs the same whatever the weights hold), stored in a local object store. The task and reflection
+a reward model whose checkpoint is the packaged all-MiniLM-L6-v2 with a seeded fresh score head
+(scoring costs the same whatever the weights hold), stored in a local object store. The task and reflection
 models are the tests' stand-in OpenAI-compatible server, answering each request after `--latency-ms`;
 the task model's reply depends on the skill, so GEPA has something to find. The worker reports the
 wall time of its task-model phases (calls in flight at once, up to 8), reward-model scoring and
-reflection; "other" is the rest of the run (imports, loading the checkpoint, gepa's bookkeeping).
+reflection, and its start-up (reading the job, fetching the checkpoint, importing torch, loading the
+model); the rest is gepa's own loop. The reward model's share is printed of the whole run and of
+the optimisation after start-up.
 
 The anchor is gepa's own `DefaultAdapter` (the task model through LiteLLM, a contains-the-answer
 metric) in `gepa.optimize` with the same examples, split, budget, minibatch, stand-in models and
@@ -22,7 +24,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,10 +82,18 @@ def examples(count: int) -> list[contract.GepaExample]:
 
 
 def store_checkpoint(data_dir: Path) -> None:
-    """The packaged MiniLM with reward statistics, archived into the local object store as a trainer would."""
+    """The packaged MiniLM with a seeded score head and reward statistics, archived into the local object
+    store as a trainer would: every run scores the same, so GEPA accepts the same candidates."""
+    import torch
+
+    from stash_common.reward_model.checkpoint import load_checkpoint
+
     with tempfile.TemporaryDirectory() as scratch:
         model_dir = Path(scratch) / "model"
-        shutil.copytree(packaged_model_dir(), model_dir)
+        torch.manual_seed(0)
+        model, tokenizer = load_checkpoint(packaged_model_dir(), "cpu", 512)
+        model.save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)
         (model_dir / REWARD_STATS_FILE).write_text(json.dumps({"mean": 0.0, "std": 1.0}))
         objects = make_object_store(data_dir, None, None, None, "http://127.0.0.1", None)
         worker_storage.store_checkpoint(objects, MODEL_KEY, model_dir)
@@ -198,7 +207,8 @@ def report(
         "reward model (scoring)": timings.reward_model_s,
         "reflection model": timings.reflection_s,
     }
-    parts["other (imports, checkpoint, gepa)"] = timings.total_s - sum(parts.values())
+    parts["start-up (job, checkpoint, torch, model)"] = timings.startup_s
+    parts["gepa's own loop and the rest"] = timings.total_s - sum(parts.values())
     table = Table(
         "part",
         "seconds",
@@ -217,7 +227,9 @@ def report(
     Console().print(table)
     console = Console()
     console.print(f"best score {result.best_score:.3f}, seed score {result.seed_score:.3f}")
-    console.print(f"reward-model share {timings.reward_model_s / timings.total_s:.1%} (goal: under 10%)")
+    console.print(f"reward-model share {timings.reward_model_s / timings.total_s:.1%} of the run (goal: under 10%),")
+    optimisation_s = timings.total_s - timings.startup_s
+    console.print(f"{timings.reward_model_s / optimisation_s:.1%} of the optimisation after start-up")
 
 
 if __name__ == "__main__":

@@ -105,6 +105,7 @@ class Timings(BaseModel):
     task_model_s: float = Field(ge=0)
     reward_model_s: float = Field(ge=0)
     reflection_s: float = Field(ge=0)
+    startup_s: float = Field(0.0, ge=0)  # reading the job, fetching the checkpoint, loading torch and the model
     total_s: float = Field(ge=0)
 
 

@@ -114,6 +114,7 @@ def optimise(job_dir: Path, on_progress: ProgressCallback) -> GepaResult:
         from stash_gepa.worker.reward import RewardMetric
 
         adapter = SkillAdapter(identity, task, reflection, RewardMetric(model_dir, job), job.task_concurrency)
+        startup_s = time.perf_counter() - started - naming_s
         outcome: gepa.GEPAResult[str, int] = gepa.optimize(
             seed_candidate={COMPONENT: SEED_BODY},
             trainset=train,
@@ -130,6 +131,7 @@ def optimise(job_dir: Path, on_progress: ProgressCallback) -> GepaResult:
         task_model_s=adapter.task_seconds,
         reward_model_s=adapter.metric_seconds,
         reflection_s=naming_s + adapter.reflection_seconds,
+        startup_s=startup_s,
         total_s=time.perf_counter() - started,
     )
     return result_of(outcome, identity, adapter, timings)
