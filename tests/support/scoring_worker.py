@@ -21,6 +21,7 @@ from pathlib import Path
 from stash.rm.v1 import common_pb2, scorer_pb2, scorer_pb2_grpc
 from stash_common.channels import open_channel
 from stash_common.job_transfer import download_files
+from stash_common.parent_death import follow_parent
 from stash_common.settings import load
 from stash_common.storage import ObjectStore
 from stash_common.worker_storage import WorkerStorageSettings
@@ -91,4 +92,5 @@ def run(objects: ObjectStore, key: str, job_dir: Path) -> int:
 
 
 if __name__ == "__main__":
+    follow_parent()  # as every worker does first
     raise SystemExit(main(sys.argv[2]))  # argv: --job <key>
