@@ -36,8 +36,11 @@ def test_load_names_the_variable_when_cluster_profile_lacks_database_url(monkeyp
 def test_cluster_profile_uses_the_configured_database_url(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STASH_PROFILE", "cluster")
     monkeypatch.setenv("STASH_GATEWAY_DATABASE_URL", "postgresql://db/stash")
+    monkeypatch.setenv("STASH_GATEWAY_REDIS_URL", "redis://redis:6379/0")
 
-    assert load(GatewaySettings).database_url == "postgresql://db/stash"
+    settings = load(GatewaySettings)
+
+    assert (settings.database_url, settings.redis_url) == ("postgresql://db/stash", "redis://redis:6379/0")
 
 
 def test_load_names_the_variable_when_a_value_is_invalid(monkeypatch: pytest.MonkeyPatch) -> None:
