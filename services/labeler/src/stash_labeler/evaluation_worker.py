@@ -49,11 +49,6 @@ class WorkerConfig:
     lease_s: float = 6.0
     page_size: int = 500
 
-    @property
-    def renew_every_s(self) -> float:
-        """Leases are renewed three times per lease, so a slow database write does not lose one."""
-        return self.lease_s / 3
-
 
 class EvaluationWorker:
     """Evaluates queued trace revisions on a background thread."""
