@@ -1,4 +1,4 @@
-"""Fixtures shared by every test: real PostgreSQL, Redis and an S3-compatible server.
+"""Fixtures shared by every test: real PostgreSQL, Redis and an S3-compatible server; each test's tier marker.
 
 PostgreSQL and Redis are the machine's own (127.0.0.1:5432 database `test`, 127.0.0.1:6379);
 `.ci/run` starts them when they are down. The S3 server is moto's server mode, started once
@@ -7,6 +7,7 @@ per test session on a free port.
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -19,20 +20,58 @@ import redis
 from fakes.llm_server import FakeLLM
 
 from support.processes import free_port, wait_for_http
+from support.stack import RunningStack, running_stack
 
 POSTGRES_ADMIN_URL = os.environ.get("STASH_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_TEST_URL = os.environ.get("STASH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+# Each test's tier, from the first of these folders (relative to the repository) that holds it; every other test is a
+# `unit` test. A test that declares a tier marker itself keeps it. The markers are registered in pyproject.toml.
+TIERS_BY_FOLDER = {
+    "tests/integration/": ("integration",),
+    # The job workers train and score with real torch on the packaged model.
+    "services/trainer/tests/worker/": ("integration",),
+    "services/scorer/tests/worker/": ("integration",),
+    "services/gepa/tests/worker/": ("integration",),
+    "tests/e2e/": ("e2e",),
+    "tests/ui/": ("ui",),
+    "tests/chart/": ("chart", "static"),
+    "tests/test_lint.py": ("static",),
+    "tests/test_types.py": ("static",),
+    "tests/test_import_contracts.py": ("static",),
+    "tests/test_protos.py": ("static",),
+}
+TIERS = ("unit", "integration", "e2e", "ui", "chart", "static")
 
 # Set before any test module imports LiteLLM, and inherited by every process the tests start: LiteLLM reads
 # its model price map from its package instead of fetching it from the web (the tests reach no internet).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-def create_database() -> str:
-    """A new, empty PostgreSQL database; returns its URL."""
+def tiers_of(relative_path: str) -> tuple[str, ...]:
+    """The tier markers of a test in the file at `relative_path` (POSIX, from the repository root)."""
+    for folder, tiers in TIERS_BY_FOLDER.items():
+        if relative_path.startswith(folder):
+            return tiers
+    return ("unit",)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test with its tier, before `-m` selects by markers."""
+    for item in items:
+        if any(item.get_closest_marker(tier) for tier in TIERS):
+            continue
+        for tier in tiers_of(item.path.relative_to(config.rootpath).as_posix()):
+            item.add_marker(tier)
+
+
+def create_database(template: str | None = None) -> str:
+    """A new PostgreSQL database, empty or a copy of the database `template`; returns its URL."""
     name = f"stash_test_{uuid.uuid4().hex[:12]}"
+    copying = f' TEMPLATE "{template}"' if template else ""
     with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"{copying}')
     return f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
 
 
@@ -43,18 +82,52 @@ def drop_database(url: str) -> None:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def migrate_every_service(url: str) -> None:
+    """Every service's tables at head in the database at `url`, and no connection left open to it (a database
+    is copied only while nobody is connected: the migrations' pooled connections are closed)."""
+    from stash_common.db import upgrade
+
+    for service in ("gateway", "ingest", "labeler", "trainer", "scorer", "gepa"):
+        upgrade(service, importlib.import_module(f"stash_{service}.store").MIGRATIONS_DIR, url)
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+
+
+@pytest.fixture(scope="session")
+def migrated_template() -> Iterator[str]:
+    """The name of a database migrated once per session, with every service's tables at head and no rows:
+    `postgres_url` and `module_postgres_url` are copies of it (CREATE DATABASE … TEMPLATE), not migrated again."""
+    url = create_database()
+    try:
+        migrate_every_service(url)
+        yield url.rsplit("/", 1)[1]
+    finally:
+        drop_database(url)
+
+
 @pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+def postgres_url(migrated_template: str) -> Iterator[str]:
+    """A fresh PostgreSQL database for one test, every service's tables at head and no rows; dropped afterwards.
+    A test of the migrations, or of a service creating its own tables, takes `empty_postgres_url`."""
+    url = create_database(migrated_template)
+    yield url
+    drop_database(url)
+
+
+@pytest.fixture
+def empty_postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database without any table, dropped afterwards: for tests of the migrations, and of a
+    service or stack that must create its tables itself (as on a new installation)."""
     url = create_database()
     yield url
     drop_database(url)
 
 
 @pytest.fixture(scope="module")
-def module_postgres_url() -> Iterator[str]:
-    """A fresh PostgreSQL database shared by the tests of one module (a running stack's)."""
-    url = create_database()
+def module_postgres_url(migrated_template: str) -> Iterator[str]:
+    """A fresh PostgreSQL database shared by the tests of one module (a running stack's), tables at head."""
+    url = create_database(migrated_template)
     yield url
     drop_database(url)
 
@@ -118,3 +191,12 @@ def fake_llm() -> Iterator[FakeLLM]:
     server = FakeLLM().start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def embedded_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """One `stash-rm up` on the embedded profile with default settings for the whole session, shared by the
+    test modules that neither stop its services nor change its settings; each module names its own users
+    (`RunningStack.for_module`) and sees only their data."""
+    with running_stack(tmp_path_factory.mktemp("embedded")) as running:
+        yield running

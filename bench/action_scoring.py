@@ -22,8 +22,9 @@ inputs. `--every 1` scores all 10,000. The (c)/(a) ratio is measured on `--long-
 actions. Every run is its own process, one after another, so "peak MB" (ru_maxrss, or torch's peak on
 CUDA) is that run's alone; "+MB" is what scoring added to the loaded model. Each process first scores
 two actions to warm up, untimed. All runs are repeated `--repeat` times, interleaved ((a), (b), (c), (a),
-...), so that other work on a shared machine slows every strategy alike, and each run's fastest try
-is kept; on a busy machine tries still spread widely, so compare rows of one table only.
+...), so that other work on a shared machine slows every strategy alike, and each run's median try
+(by seconds) is reported, so a ratio compares two typical tries, not two lucky ones; on a busy machine
+tries still spread widely, so compare rows of one table only (the title gives the load).
 "calls" counts forward passes, "tokens" the real (unpadded) tokens the model reads and "µs/token" the
 time per such token: on a CPU (a) is already compute-bound at a few hundred tokens, so (b) can only
 win back per-call overhead, while (c) reads far fewer tokens. Max length 1024 tokens (MiniLM: its 512
@@ -316,6 +317,12 @@ def ratios(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def median_try(tries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The try with the median seconds (of an even number, the faster of the two middle ones)."""
+    ordered = sorted(tries, key=lambda record: record["seconds"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def main() -> None:
     """Generate the workload, build the models, run every strategy in its own process, print the table."""
     args = parse_args()
@@ -339,14 +346,15 @@ def main() -> None:
                 rate = records[number][-1]["actions_per_s"]
                 console.print(f"{model}: {STRATEGY_LABELS[strategy]} on {set_name}, try {repetition + 1}: {rate:.1f}/s")
     rows = [
-        {"model": model, "strategy": strategy, "set": set_name, **min(tries, key=lambda record: record["seconds"])}
+        {"model": model, "strategy": strategy, "set": set_name, **median_try(tries)}
         for (model, strategy, set_name, _), tries in zip(runs, records, strict=True)
     ]
     total = sum(map(len, mixed))
     title = (
         f"Action scoring on {args.device} ({rows[0]['threads']} threads): mixed = every {args.every}th of"
         f" {TRACES} traces ({len(mixed)} traces, {total} of {ACTIONS} actions); 20+ = {len(long)} traces,"
-        f" {sum(map(len, long))} actions; the best of {args.repeat}"
+        f" {sum(map(len, long))} actions; the median of {args.repeat} tries; load {os.getloadavg()[0]:.1f}"
+        f" on {os.cpu_count()} cores"
     )
     console.print(table(rows, title))
     for line in ratios(rows):

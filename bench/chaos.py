@@ -1,23 +1,30 @@
-"""Faults under load: kill -9 each service in turn while a mixed load runs, then count what was lost.
+"""Faults under load: kill -9 each service in turn, stop PostgreSQL and Redis, then count what was lost.
 
-    .venv/bin/python bench/chaos.py [--seconds 120] [--kill-every 12]
+    .venv/bin/python bench/chaos.py [--profile both|embedded|cluster] [--seconds 120] [--fault-every 12]
+                                    [--store-outage 10]
 
-The cluster profile under `stash-rm up` supervision (which restarts a killed service): PostgreSQL (a
-fresh database on 127.0.0.1:5432), Redis (127.0.0.1:6379) and the tests' S3 server (moto). The load,
-for `--seconds`: OTLP/HTTP spans through the OpenTelemetry SDK's exporter (which retries 429/502/503/
-504 with backoff), REST imports, an annotation on each imported trace, one reward model's training,
-then one scoring run and one GEPA run against the stand-in LLM (tests/fakes/llm_server.py). Every
-`--kill-every` seconds one service (gateway, ingest, labeler, trainer, scorer, gepa, in turn) gets
-SIGKILL, for as long as the load runs and the jobs go on (at most JOBS_S after the load); a job a
-kill failed with a reason to retry is retried, as its owner would. Then the bench waits for one
-lease and one sweep and prints:
+Each profile runs under `stash-rm up` supervision (which restarts a killed service). The cluster profile runs on
+a PostgreSQL and a Redis of the bench's own (`tests/support/stores.py`: initdb + pg_ctl and redis-server on free
+ports; the machine's shared servers are never stopped) and the tests' S3 server (moto); the embedded profile on
+SQLite files and the local artifact directory. The load, for `--seconds`: OTLP/HTTP spans through the
+OpenTelemetry SDK's exporter (which retries 429/502/503/504 with backoff), REST imports, an annotation on each
+imported trace, one reward model's training, then one scoring run and one GEPA run against the stand-in LLM
+(tests/fakes/llm_server.py). Every `--fault-every` seconds comes the next fault, in turn: SIGKILL of a service
+(gateway, ingest, labeler, trainer, scorer, gepa), and in the cluster profile PostgreSQL stopped (immediate
+mode: connections cut) and Redis killed, each for `--store-outage` seconds, for as long as the load runs and
+the jobs go on (at most JOBS_S after the load); a job a fault failed with a reason to retry is retried, as its
+owner would. Then the bench waits for one lease and one sweep and prints, per profile:
 
 - acknowledged vs stored: spans (the exporter's SUCCESS), traces (REST 200s and the OTLP traces of
   acknowledged spans), annotations (201s); the goal is equal;
 - jobs (the model, the scoring run, the GEPA run) still queued or running once one lease and one
-  sweep have passed after the last kill; the goal is 0 (a job failed by a kill is terminal, and the
+  sweep have passed after the last fault; the goal is 0 (a job failed by a fault is terminal, and the
   table says how it ended);
-- requests that hung (no answer within HUNG_S) instead of failing fast with a retryable status.
+- every HTTP answer that was not 2xx, by status (REST and the exporter's, retries included), and the
+  connections refused or reset; the goal is no 500 and nothing but retryable statuses (429, 502-504) from the
+  faults;
+- requests that hung (no answer within HUNG_S) instead of failing fast with a retryable status;
+- what the services logged above info level (from their log files), by service and event.
 """
 
 from __future__ import annotations
@@ -25,15 +32,16 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import secrets
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +49,7 @@ from typing import Any
 import httpx
 import orjson
 import psycopg
+import requests
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -53,17 +62,17 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from fakes.llm_server import FakeLLM  # noqa: E402
 
+from support.logs import complaint_counts  # noqa: E402
 from support.models import new_bucket, offline_training_env  # noqa: E402
 from support.processes import free_port, stash_rm, wait_for_http  # noqa: E402
 from support.stack import cluster_env, launch_up, read_until  # noqa: E402
+from support.stores import PrivatePostgres, PrivateRedis, private_postgres, private_redis  # noqa: E402
 
-ADMIN_URL = os.environ.get("STASH_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-REDIS_URL = os.environ.get("STASH_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 SERVICES = ("gateway", "ingest", "labeler", "trainer", "scorer", "gepa")
 HUNG_S = 20.0  # a request with no answer after this hung: a retryable failure must come sooner
 RETRYABLE = {429, 502, 503, 504}
 JOBS_S = 240.0  # how long after the load the jobs (and the kills) may go on
-SETTLE_S = 6.0 + 30.0 + 10.0  # one lease, one (the longest) sweep, and a margin after the last kill
+SETTLE_S = 6.0 + 30.0 + 10.0  # one lease, one (the longest) sweep, and a margin after the last fault
 EXPORT_TIMEOUT_S = 30  # the exporter's budget for one batch, retries included: longer than a restart
 TASK, REFLECTION = "openai/stand-in-task", "openai/stand-in-reflection"
 
@@ -77,6 +86,7 @@ class Tally:
     annotations: set[str] = field(default_factory=set)
     requests: int = 0
     retried: int = 0  # answered with a retryable status or a refused connection, then tried again
+    answers: Counter[str] = field(default_factory=Counter)  # every non-2xx HTTP answer (REST, OTLP), by status
     hung: int = 0
     dropped_spans: int = 0  # spans whose export the SDK gave up on: never acknowledged, so not counted as lost
     job_retries: int = 0  # jobs a kill failed with a reason to retry, retried as their owner would
@@ -88,12 +98,21 @@ class Tally:
             for name, delta in changes.items():
                 setattr(self, name, getattr(self, name) + delta)
 
+    def answered(self, what: str, status: int | None) -> None:
+        """Note an answer that was not 2xx (`status` None: the connection was refused or reset)."""
+        if status is None or not 200 <= status < 300:
+            with self.lock:
+                self.answers[f"{what} {status or 'refused/reset'}"] += 1
+
 
 class CountingExporter(OTLPSpanExporter):
-    """The SDK's OTLP/HTTP exporter (it retries retryable answers itself), counting what the gateway acknowledged."""
+    """The SDK's OTLP/HTTP exporter (it retries retryable answers itself), counting what the gateway acknowledged
+    and, through its HTTP session, every answer (retries included)."""
 
     def __init__(self, tally: Tally, **options: Any) -> None:
-        super().__init__(**options)
+        session = requests.Session()
+        session.hooks["response"].append(lambda response, *_, **__: tally.answered("OTLP", response.status_code))
+        super().__init__(session=session, **options)
         self.tally = tally
 
     def export(self, spans: Any) -> SpanExportResult:
@@ -110,18 +129,6 @@ def _span_key(span: ReadableSpan) -> tuple[str, str]:
     context = span.get_span_context()
     assert context is not None
     return f"{context.trace_id:032x}", f"{context.span_id:016x}"
-
-
-@contextmanager
-def fresh_database() -> Iterator[str]:
-    name = f"stash_chaos_{secrets.token_hex(4)}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextmanager
@@ -149,19 +156,46 @@ def stand_in_llm(_path: str, body: dict[str, Any]) -> str:
     return "Your refund is approved. Your refund reference number is R-1-77."
 
 
+@dataclass
+class Profile:
+    """What one profile's stack runs on, and how the bench reads what it stored."""
+
+    name: str
+    env: dict[str, str]
+    postgres: PrivatePostgres | None = None
+    redis: PrivateRedis | None = None
+
+    def rows(self, data_dir: Path, sql: str) -> set[tuple[Any, ...]]:
+        """The rows of a SELECT over ingest's tables: in PostgreSQL, or in the data directory's SQLite file."""
+        if self.postgres is None:
+            with sqlite3.connect(data_dir / "ingest.db") as connection:
+                return set(connection.execute(sql).fetchall())
+        with psycopg.connect(self.postgres.url) as connection:
+            return set(connection.execute(sql).fetchall())
+
+
+def make_profile(name: str, llm: FakeLLM, stack: ExitStack) -> Profile:
+    """The embedded profile (SQLite files, local artifacts), or the cluster one on stores of the bench's own
+    (entered on `stack`, which stops them)."""
+    env = {"STASH_GEPA_REFLECTION_API_BASE": f"{llm.url}/v1", "STASH_GEPA_MAX_LENGTH": "128"}
+    if name == "embedded":
+        return Profile(name, {**env, "STASH_TRAINER_MAX_LENGTH": "128"})
+    postgres, redis_server = stack.enter_context(private_postgres()), stack.enter_context(private_redis())
+    s3_url = stack.enter_context(s3_server())
+    env |= {**cluster_env(postgres.url, redis_server.url), **offline_training_env(new_bucket(s3_url, "chaos"), s3_url)}
+    return Profile(name, env, postgres, redis_server)
+
+
 @contextmanager
-def supervised_stack(data_dir: Path, database_url: str, s3_url: str, llm: FakeLLM) -> Iterator[dict[str, str]]:
-    """`stash-rm up` in the cluster profile until the gateway is up; SIGINT afterwards. Its environment."""
+def supervised_stack(data_dir: Path, profile: Profile) -> Iterator[dict[str, str]]:
+    """`stash-rm up` in the profile until the gateway is up; SIGINT afterwards. Its environment."""
     env = {
         **os.environ,
         "STASH_DATA_DIR": str(data_dir),
         "STASH_GATEWAY_PORT": str(free_port()),
         "STASH_GATEWAY_OTLP_GRPC_PORT": str(free_port()),
         "COLUMNS": "200",
-        **cluster_env(database_url, REDIS_URL),
-        **offline_training_env(new_bucket(s3_url, "stash-chaos"), s3_url),
-        "STASH_GEPA_REFLECTION_API_BASE": f"{llm.url}/v1",
-        "STASH_GEPA_MAX_LENGTH": "128",
+        **profile.env,
     }
     for name in ("ingest", "labeler", "trainer", "scorer", "gepa"):
         port = free_port()
@@ -169,7 +203,7 @@ def supervised_stack(data_dir: Path, database_url: str, s3_url: str, llm: FakeLL
         env[f"STASH_{name.upper()}_ADDRESS"] = f"127.0.0.1:{port}"
     process = launch_up(env)
     try:
-        read_until(process, "Gateway:")
+        read_until(process, "Gateway:", timeout_s=180)
         threading.Thread(target=_drain_output, args=(process, data_dir / "up.log"), daemon=True).start()
         yield env
     finally:
@@ -197,6 +231,7 @@ def call(tally: Tally, client: httpx.Client, method: str, path: str, **options: 
             return None
         except httpx.TransportError:  # the gateway is being restarted: refused at once, which is fast
             response = None
+        tally.answered("REST", response.status_code if response is not None else None)
         if response is not None and time.monotonic() - started > HUNG_S:
             tally.count(hung=1)
         if response is not None and response.status_code not in RETRYABLE:
@@ -255,18 +290,42 @@ def otlp_load(tally: Tally, api_url: str, key: str, until: float) -> TracerProvi
     return provider
 
 
-def chaos(data_dir: Path, done: threading.Event, every_s: float, kills: list[str]) -> None:
-    """SIGKILL one service every `every_s` seconds, in turn, and wait for `up` to restart it, until `done`."""
-    for service in itertools.cycle(SERVICES):
+def faults(profile: Profile) -> list[str]:
+    """The faults of a profile, in the order they come: every service killed, then each store stopped."""
+    stores = ["postgres", "redis"] if profile.postgres is not None else []
+    return [*SERVICES, *stores]
+
+
+def chaos(
+    data_dir: Path, profile: Profile, done: threading.Event, every_s: float, outage_s: float, log: list[str]
+) -> None:
+    """The next fault every `every_s` seconds, in turn, until `done`: a service killed (and waited for until `up`
+    restarted it), or a store stopped for `outage_s` seconds and started again."""
+    for fault in itertools.cycle(faults(profile)):
         if done.wait(every_s):
             return
-        pid_file = data_dir / "run" / f"{service}.pid"
-        old = int(pid_file.read_text())
-        os.kill(old, signal.SIGKILL)
-        kills.append(service)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (not pid_file.exists() or int(pid_file.read_text() or old) == old):
-            time.sleep(0.2)
+        log.append(fault)
+        if fault == "postgres" and profile.postgres is not None:
+            _outage(profile.postgres.stop, profile.postgres.start, outage_s)
+        elif fault == "redis" and profile.redis is not None:
+            _outage(profile.redis.stop, profile.redis.start, outage_s)
+        else:
+            _kill(data_dir, fault)
+
+
+def _outage(stop: Callable[[], None], start: Callable[[], None], outage_s: float) -> None:
+    stop()
+    time.sleep(outage_s)
+    start()
+
+
+def _kill(data_dir: Path, service: str) -> None:
+    pid_file = data_dir / "run" / f"{service}.pid"
+    old = int(pid_file.read_text())
+    os.kill(old, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not pid_file.exists() or int(pid_file.read_text() or old) == old):
+        time.sleep(0.2)
 
 
 def jobs(tally: Tally, client: httpx.Client, rated: list[str], until: float, llm_base: str) -> dict[str, str]:
@@ -305,13 +364,12 @@ def _finished(tally: Tally, client: httpx.Client, path: str, until: float) -> di
     return {}
 
 
-def stored(database_url: str, tally: Tally) -> dict[str, int]:
-    """What PostgreSQL holds of what the load had acknowledged."""
-    with psycopg.connect(database_url) as connection:
-        spans = set(connection.execute("select trace_id, span_id from otel_spans").fetchall())
-        trace_ids = {row[0] for row in connection.execute("select id from traces").fetchall()}
-        external = {row[0] for row in connection.execute("select external_id from traces").fetchall()}
-        annotations = {row[0] for row in connection.execute("select id from annotations").fetchall()}
+def stored(rows: Callable[[str], set[tuple[Any, ...]]], tally: Tally) -> dict[str, int]:
+    """What the profile's database holds of what the load had acknowledged."""
+    spans = rows("select trace_id, span_id from otel_spans")
+    trace_ids = {row[0] for row in rows("select id from traces")}
+    external = {row[0] for row in rows("select external_id from traces")}
+    annotations = {row[0] for row in rows("select id from annotations")}
     otlp_traces = {trace_id for trace_id, _ in tally.spans}
     return {
         "spans": len(tally.spans & spans),
@@ -322,18 +380,25 @@ def stored(database_url: str, tally: Tally) -> dict[str, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", choices=("both", "embedded", "cluster"), default="both")
     parser.add_argument("--seconds", type=float, default=120.0)
-    parser.add_argument("--kill-every", type=float, default=12.0)
+    parser.add_argument("--fault-every", type=float, default=12.0)
+    parser.add_argument("--store-outage", type=float, default=10.0)
     args = parser.parse_args()
-    llm = FakeLLM().start()
-    llm.reply = stand_in_llm
-    tally, kills = Tally(), []
-    with (
-        tempfile.TemporaryDirectory(prefix="stash-chaos-") as scratch,
-        fresh_database() as database_url,
-        s3_server() as s3_url,
-        supervised_stack(Path(scratch), database_url, s3_url, llm) as env,
-    ):
+    for name in ("embedded", "cluster") if args.profile == "both" else (args.profile,):
+        load_before = os.getloadavg()[0]
+        llm = FakeLLM().start()
+        llm.reply = stand_in_llm
+        with ExitStack() as stack:
+            result = run_profile(make_profile(name, llm, stack), llm, args)
+        llm.stop()
+        report(name, *result, load=(load_before, os.getloadavg()[0]))
+
+
+def run_profile(profile: Profile, llm: FakeLLM, args: argparse.Namespace) -> tuple[Any, ...]:
+    """The load and the faults on one profile's stack; what `report` prints."""
+    tally, fault_log = Tally(), []
+    with tempfile.TemporaryDirectory(prefix="stash-chaos-") as scratch, supervised_stack(Path(scratch), profile) as env:
         created = stash_rm("users", "create", "chaos", env=env)
         key = created.stdout.split("shown once): ")[1].split()[0]
         api_url = f"http://127.0.0.1:{env['STASH_GATEWAY_PORT']}/api/v1/rm"
@@ -341,7 +406,7 @@ def main() -> None:
         rated = _rated(tally, client)
         until = time.monotonic() + args.seconds
         paths: dict[str, str] = {}
-        load_done, jobs_done = threading.Event(), threading.Event()
+        load_done, jobs_done, stop_chaos = threading.Event(), threading.Event(), threading.Event()
 
         def run_jobs() -> None:
             paths.update(jobs(tally, client, rated, until + JOBS_S, f"{llm.url}/v1"))
@@ -352,10 +417,10 @@ def main() -> None:
             jobs_done.wait(max(0.0, until + JOBS_S - time.monotonic()))
             stop_chaos.set()
 
-        stop_chaos = threading.Event()
+        faulting = (Path(scratch), profile, stop_chaos, args.fault_every, args.store_outage, fault_log)
         threads = [
             threading.Thread(target=rest_load, args=(tally, client, until)),
-            threading.Thread(target=chaos, args=(Path(scratch), stop_chaos, args.kill_every, kills)),
+            threading.Thread(target=chaos, args=faulting),
             threading.Thread(target=run_jobs),
             threading.Thread(target=end_of_chaos),
         ]
@@ -368,11 +433,11 @@ def main() -> None:
         provider.shutdown()
         for thread in threads[1:]:
             thread.join()
-        time.sleep(SETTLE_S)  # one lease and one sweep after the last kill: what is still running stays so
+        time.sleep(SETTLE_S)  # one lease and one sweep after the last fault: what is still running stays so
         states = {name: _status(client, path) for name, path in paths.items()}
-        counts = stored(database_url, tally)
-    llm.stop()
-    report(tally, counts, states, kills)
+        counts = stored(lambda sql: profile.rows(Path(scratch), sql), tally)
+        logged = complaint_counts(Path(scratch))
+    return tally, counts, states, fault_log, logged
 
 
 def _rated(tally: Tally, client: httpx.Client) -> list[str]:
@@ -408,10 +473,19 @@ def _status(client: httpx.Client, path: str) -> str:
     return f"{body['status']}" + (f" ({body['error']})" if body.get("error") else "")
 
 
-def report(tally: Tally, counts: dict[str, int], states: dict[str, str], kills: list[str]) -> None:
-    """The table of acknowledged vs stored, jobs left non-terminal and requests that hung."""
+def report(
+    profile: str,
+    tally: Tally,
+    counts: dict[str, int],
+    states: dict[str, str],
+    fault_log: list[str],
+    logged: Counter[str],
+    load: tuple[float, float],
+) -> None:
+    """The table of acknowledged vs stored, non-2xx answers, jobs left non-terminal, hung requests and logs."""
     otlp_traces = len({trace_id for trace_id, _ in tally.spans})
-    table = Table(title=f"chaos: {len(kills)} kills ({', '.join(kills)})")
+    faults_run = f"{len(fault_log)} faults ({', '.join(fault_log)})"
+    table = Table(title=f"chaos, {profile} profile: {faults_run}; load {load[0]:.1f} → {load[1]:.1f}")
     for column in ("figure", "acknowledged", "stored / value", "goal"):
         table.add_column(column)
     table.add_row("spans", str(len(tally.spans)), str(counts["spans"]), "equal")
@@ -422,11 +496,17 @@ def report(tally: Tally, counts: dict[str, int], states: dict[str, str], kills: 
     table.add_row("jobs non-terminal after a sweep", str(len(states)), str(len(pending)), "0")
     for name, state in states.items():
         table.add_row(f"  {name}", "", state[:110], "")
-    table.add_row("jobs a kill failed (retried by the bench)", "", str(tally.job_retries), "")
+    table.add_row("jobs a fault failed (retried by the bench)", "", str(tally.job_retries), "")
     for failure in tally.job_failures:
         table.add_row("", "", failure[:140], "")
     table.add_row("REST requests (retried)", str(tally.requests), str(tally.retried), "")
+    table.add_row("non-2xx answers, retries included", "", str(sum(tally.answers.values())), "only 429/502-504")
+    for answer, count in sorted(tally.answers.items()):
+        table.add_row(f"  {answer}", "", str(count), "0" if answer.endswith(" 500") else "")
     table.add_row("requests that hung", "", str(tally.hung), "0")
+    table.add_row("log records above info", "", str(sum(logged.values())), "")
+    for complaint, count in logged.most_common(12):
+        table.add_row(f"  {complaint}", "", str(count), "")
     Console(width=200).print(table)
 
 

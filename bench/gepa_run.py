@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/gepa_run.py [--latency-ms 50] [--examples 12] [--max-metric-calls 40]
 
-The GEPA worker (`python -m stash_gepa.worker`) runs a job directory with 12 support examples against
+The GEPA worker (`python -m stash_common.jobs.worker gepa`) runs a job directory with 12 support examples against
 a reward model whose checkpoint is the packaged all-MiniLM-L6-v2 with a seeded fresh score head
 (scoring costs the same whatever the weights hold), stored in a local object store. The task and reflection
 models are the tests' stand-in OpenAI-compatible server, answering each request after `--latency-ms`;
@@ -186,7 +186,7 @@ def main() -> None:
         store_checkpoint(data_dir)
         write_job(job_dir, llm, args)
         env = {**os.environ, "STASH_DATA_DIR": str(data_dir), "PYTHONPATH": os.pathsep.join(sys.path)}
-        worker_wall = timed([sys.executable, "-m", "stash_gepa.worker", str(job_dir)], env)
+        worker_wall = timed([sys.executable, "-m", "stash_common.jobs.worker", "gepa", str(job_dir)], env)
         result = contract.GepaResult.model_validate_json((job_dir / contract.RESULT_FILE).read_text())
         anchor_wall = timed([sys.executable, __file__, "--anchor", str(job_dir)], env)
         anchor = json.loads((job_dir / "anchor.json").read_text())

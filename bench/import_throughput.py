@@ -1,10 +1,17 @@
-"""Import throughput: a 100k-step canonical JSONL through REST into PostgreSQL.
+"""Import throughput: a 100k-step canonical JSONL through REST into PostgreSQL, beside raw COPY of the same rows.
 
-Prints a table with the time split between parsing, validating and writing (each phase run
-on its own in this process against the same PostgreSQL), and the end-to-end figure through
-the real gateway and ingest processes (`stash-rm up`).
+Prints, in one run on one machine:
+- the anchor: PostgreSQL's COPY of exactly the rows an import stores (the trace rows and the step rows,
+  JSON already encoded) into ingest's tables in a fresh database, one transaction, the median of `--tries`;
+- ingest's phases on their own in this process: parse (with validation and the limits), then the write;
+- end to end through the real gateway and ingest processes (`stash-rm up`, PostgreSQL): `--requests`
+  imports of the payload after a warm-up one, each with its own trace ids (so each creates every trace),
+  one after the other; the median, and its ratio to the anchor. Before each request the stack is let go
+  quiet (its processes' CPU time flat for a second), so the labeler's work on the previous import's
+  traces does not land in the next import's time.
+The machine's load is printed with the table.
 
-    .venv/bin/python bench/import_throughput.py [--steps 100000] [--steps-per-trace 100]
+    .venv/bin/python bench/import_throughput.py [--steps 100000] [--steps-per-trace 100] [--requests 5]
 
 Needs PostgreSQL on 127.0.0.1:5432 (database `test`, trust auth), like the tests.
 """
@@ -14,12 +21,16 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +40,17 @@ import psycopg
 from rich.console import Console
 from rich.table import Table
 
-from stash_common.db import make_engine, make_sessions, transaction, upgrade
+from stash_common.db import make_engine, make_sessions, new_id, transaction, upgrade
 from stash_ingest.adapters.stash import parse_stash
 from stash_ingest.imports import ImportRequest, upsert_traces
 from stash_ingest.store import MIGRATIONS_DIR
 from stash_ingest.titles import derive_title
-from stash_ingest.traces import validate_trace
+from stash_ingest.traces import Trace
 
 ADMIN_URL = os.environ.get("STASH_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
-def make_payload(steps: int, per_trace: int) -> bytes:
+def make_payload(steps: int, per_trace: int, prefix: str = "bench") -> bytes:
     """Realistic support conversations: user asks, assistant calls a tool, tool answers, assistant replies."""
     lines = []
     for trace_number in range(steps // per_trace):
@@ -62,7 +73,7 @@ def make_payload(steps: int, per_trace: int) -> bytes:
                 },
                 {"role": "assistant", "content": "Your order is in transit and should arrive on 2 December."},
             ]
-        lines.append(orjson.dumps({"id": f"bench-{trace_number}", "steps": trace_steps[:per_trace]}))
+        lines.append(orjson.dumps({"id": f"{prefix}-{trace_number}", "steps": trace_steps[:per_trace]}))
     return b"\n".join(lines)
 
 
@@ -72,25 +83,106 @@ def timed(action: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
-def fresh_database() -> str:
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+
+
+@contextmanager
+def fresh_database() -> Iterator[str]:
+    """A new PostgreSQL database with ingest's tables, dropped afterwards."""
     name = f"stash_bench_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
-    return f"{ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+    url = f"{ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+    try:
+        upgrade("ingest", MIGRATIONS_DIR, url)
+        yield url
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def drop_database(url: str) -> None:
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+# --- the anchor: COPY of the same rows -----------------------------------------------------------
+
+TRACE_COLUMNS = (
+    "id, owner_id, external_id, title, source_format, source_id, explicit_source_id, metadata, revision, "
+    "step_count, created_at, updated_at"
+)
+STEP_COLUMNS = "id, trace_id, position, role, content, tool_name, tool_input, tool_call_id, metadata"
+
+
+def copy_rows(traces: list[Trace]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The trace rows and step rows an import of `traces` stores, as COPY writes them (JSON as text)."""
+    now = datetime.now(UTC)
+    trace_rows, step_rows = [], []
+    for trace in traces:
+        trace_id = new_id()
+        trace_rows.append(
+            (
+                trace_id,
+                "owner",
+                trace.external_id,
+                derive_title(trace),
+                "stash",
+                "stash",
+                False,
+                "{}",
+                1,
+                len(trace.steps),
+                now,
+                now,
+            )  # fmt: skip
+        )
+        for position, step in enumerate(trace.steps):
+            tool_input = None if step.tool_input is None else orjson.dumps(dict(step.tool_input)).decode()
+            metadata = orjson.dumps(dict(step.metadata)).decode()
+            step_rows.append(
+                (
+                    new_id(),
+                    trace_id,
+                    position,
+                    step.role,
+                    step.content,
+                    step.tool_name,
+                    tool_input,
+                    step.tool_call_id,
+                    metadata,
+                )  # fmt: skip
+            )
+    return trace_rows, step_rows
+
+
+def copy_anchor(traces: list[Trace], tries: int) -> float:
+    """The median seconds of COPYing the rows of `traces` into ingest's tables in one transaction."""
+    timings = []
+    for _ in range(tries):
+        trace_rows, step_rows = copy_rows(traces)
+        with fresh_database() as url, psycopg.connect(url) as connection:
+            started = time.perf_counter()
+            _copy(connection, trace_rows, step_rows)
+            timings.append(time.perf_counter() - started)
+    return statistics.median(timings)
+
+
+def _copy(
+    connection: psycopg.Connection[Any], trace_rows: list[tuple[Any, ...]], step_rows: list[tuple[Any, ...]]
+) -> None:
+    with connection.transaction(), connection.cursor() as cursor:
+        with cursor.copy(f"COPY traces ({TRACE_COLUMNS}) FROM STDIN") as copy:
+            for row in trace_rows:
+                copy.write_row(row)
+        with cursor.copy(f"COPY steps ({STEP_COLUMNS}) FROM STDIN") as copy:
+            for row in step_rows:
+                copy.write_row(row)
+
+
+# --- ingest's phases on their own ----------------------------------------------------------------
 
 
 def phases(payload: bytes) -> dict[str, float]:
-    """Parse, validate and write measured one after the other, in this process."""
+    """Parse (with validation and limits) and write, measured one after the other in this process."""
     parse_s, traces = timed(lambda: parse_stash(payload))
-    validate_s, _ = timed(lambda: [validate_trace(trace, f"trace {i}") for i, trace in enumerate(traces)])
-    url = fresh_database()
-    try:
-        upgrade("ingest", MIGRATIONS_DIR, url)
+    with fresh_database() as url:
         sessions = make_sessions(make_engine(url))
         request = ImportRequest("bench-owner", "stash", payload)
 
@@ -99,24 +191,78 @@ def phases(payload: bytes) -> dict[str, float]:
                 upsert_traces(session, request, "stash", traces, derive_title)
 
         write_s, _ = timed(write)
-    finally:
-        drop_database(url)
-    return {"parse": parse_s, "validate": validate_s, "write (PostgreSQL)": write_s}
+    return {"parse, validate and check limits": parse_s, "write (PostgreSQL)": write_s}
 
 
-def end_to_end(payload: bytes) -> float:
-    """POST /traces/import through `stash-rm up` (gateway + ingest on PostgreSQL)."""
-    url = fresh_database()
-    data_dir = Path(tempfile.mkdtemp(prefix="stash-bench-"))
+# --- end to end ----------------------------------------------------------------------------------
+
+
+def end_to_end(args: argparse.Namespace) -> list[float]:
+    """Seconds of each of `requests` POST /traces/import through `stash-rm up` on PostgreSQL, after a warm-up."""
+    bodies = [
+        orjson.dumps({"format": "stash", "data": make_payload(args.steps, args.steps_per_trace, f"r{n}").decode()})
+        for n in range(args.requests + 1)
+    ]
+    with (
+        tempfile.TemporaryDirectory(prefix="stash-bench-") as scratch,
+        fresh_database() as url,
+        _stack(url, Path(scratch)) as (gateway_url, key),
+    ):
+        data_dir = Path(scratch)
+        client = httpx.Client(
+            base_url=f"{gateway_url}/api/v1/rm",
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+            timeout=900,
+        )
+        timings = []
+        for body in bodies:
+            wait_until_quiet(data_dir)
+            started = time.perf_counter()
+            client.post("/traces/import", content=body).raise_for_status()
+            timings.append(time.perf_counter() - started)
+    return timings[1:]  # the first warmed the stack up
+
+
+def wait_until_quiet(data_dir: Path, most_s: float = 180.0) -> None:
+    """Wait until the stack's processes used under 5 % of a core over one second (at most `most_s`)."""
+    pids = [int(path.read_text()) for path in (data_dir / "run").glob("*.pid")]
+    deadline = time.monotonic() + most_s
+    while time.monotonic() < deadline:
+        before = _cpu_ticks(pids)
+        time.sleep(1.0)
+        if _cpu_ticks(pids) - before < 0.05 * os.sysconf("SC_CLK_TCK"):
+            return
+
+
+def _cpu_ticks(pids: list[int]) -> int:
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def _stack(database_url: str, data_dir: Path) -> Iterator[tuple[str, str]]:
+    """`stash-rm up` on free ports, ingest and the gateway on `database_url`; yields its URL and a new user's key."""
     env = {
         **os.environ,
         "STASH_DATA_DIR": str(data_dir),
-        "STASH_INGEST_DATABASE_URL": url,
-        "STASH_GATEWAY_DATABASE_URL": url,
-        "STASH_GATEWAY_PORT": "18471",
+        "STASH_INGEST_DATABASE_URL": database_url,
+        "STASH_GATEWAY_DATABASE_URL": database_url,
+        "STASH_GATEWAY_OTLP_GRPC_PORT": str(_free_port()),
     }
-    for offset, name in enumerate(("ingest", "labeler", "trainer", "scorer", "gepa")):
-        env[f"STASH_{name.upper()}_PORT"] = str(18472 + offset)
+    for name in ("gateway", "ingest", "labeler", "trainer", "scorer", "gepa"):
+        env[f"STASH_{name.upper()}_PORT"] = str(_free_port())
     stack = subprocess.Popen([sys.executable, "-m", "stash_cli", "up"], env=env, stdout=subprocess.PIPE, text=True)
     try:
         while "Gateway:" not in (stack.stdout.readline() if stack.stdout else ""):
@@ -129,36 +275,45 @@ def end_to_end(payload: bytes) -> float:
             text=True,
             check=True,
         )
-        key = created.stdout.split("shown once): ")[1].split()[0]
-        body = {"format": "stash", "data": payload.decode()}
-        seconds, response = timed(
-            lambda: httpx.post(
-                "http://127.0.0.1:18471/api/v1/rm/traces/import",
-                json=body,
-                headers={"Authorization": f"Bearer {key}"},
-                timeout=900,
-            )
-        )
-        response.raise_for_status()
-        return seconds
+        yield f"http://127.0.0.1:{env['STASH_GATEWAY_PORT']}", created.stdout.split("shown once): ")[1].split()[0]
     finally:
         stack.send_signal(signal.SIGINT)
         stack.wait(timeout=60)
-        drop_database(url)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--steps-per-trace", type=int, default=100)
+    parser.add_argument("--requests", type=int, default=5, help="timed imports end to end, after a warm-up")
+    parser.add_argument("--tries", type=int, default=3, help="COPYs of the anchor")
     args = parser.parse_args()
     payload = make_payload(args.steps, args.steps_per_trace)
-    table = Table("phase", "seconds", "steps/s", title=f"Import of {args.steps:,} steps ({len(payload) / 1e6:.1f} MB)")
-    for phase, seconds in phases(payload).items():
-        table.add_row(phase, f"{seconds:.2f}", f"{args.steps / seconds:,.0f}")
-    total = end_to_end(payload)
-    table.add_row("end to end: REST → gateway → ingest → PostgreSQL", f"{total:.2f}", f"{args.steps / total:,.0f}")
-    Console().print(table)
+    loads = [load()]
+    anchor = copy_anchor(parse_stash(payload), args.tries)
+    measured = phases(payload)
+    loads.append(load())
+    e2e = end_to_end(args)
+    loads.append(load())
+    e2e_s = statistics.median(e2e)
+    title = f"Import of {args.steps:,} steps ({len(payload) / 1e6:.1f} MB), {'; '.join(loads)}"
+    table = Table("phase", "seconds", "steps/s", "of COPY", title=title)
+    table.add_row(
+        f"anchor: COPY of the same rows (median of {args.tries})",
+        f"{anchor:.2f}",
+        f"{args.steps / anchor:,.0f}",
+        "1.00",
+    )
+    for phase, seconds in measured.items():
+        table.add_row(phase, f"{seconds:.2f}", f"{args.steps / seconds:,.0f}", f"{anchor / seconds:.2f}")
+    table.add_row(
+        f"end to end: REST → gateway → ingest → PostgreSQL (median of {len(e2e)})",
+        f"{e2e_s:.2f}",
+        f"{args.steps / e2e_s:,.0f}",
+        f"{anchor / e2e_s:.2f}",
+    )
+    Console(width=160).print(table)
+    print("end-to-end seconds of each request:", ", ".join(f"{seconds:.2f}" for seconds in e2e))
 
 
 if __name__ == "__main__":

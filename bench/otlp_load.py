@@ -3,7 +3,7 @@
 Every run is driven by the shared workload `bench/anchors/phoenix_otlp.py`: realistic
 OpenInference agent traces (AGENT root, LLM child with ~3 KB of messages, TOOL child),
 512 spans per OTLP/HTTP protobuf request, sent for N seconds, then persisted spans are counted
-until the count stops growing. Rows:
+until the count has not grown for `--settle` seconds (both systems alike). Rows:
 
 - `stash-rm`: `stash-rm up` on PostgreSQL; persisted = raw spans stored, plus the traces
   rebuilt from them (every touched trace is rebuilt on each request).
@@ -14,6 +14,13 @@ until the count stops growing. Rows:
   .phoenix/bin/pip install arize-phoenix asyncpg`).
 
     .venv/bin/python bench/otlp_load.py [--seconds 30] [--concurrency 2] [--phoenix-python .phoenix/bin/python]
+
+"persisted spans/s" is the persisted count over the time until the last one was persisted. A system that
+acknowledges spans before storing them keeps persisting after the load stops: its rate is then the
+drain rate (spans persisted after the load ended over the time they took), marked "(drain)", since the
+overall figure would credit it with the seconds of load during which it stored little. "server CPU
+ms/span" is the CPU time of the system's own processes (Stash RM's six services; Phoenix's server; not
+PostgreSQL's) over the run, per persisted span. The machine's load is printed with the table.
 
 Needs PostgreSQL on 127.0.0.1:5432 (database `test`, trust auth) and `psql`.
 """
@@ -50,7 +57,8 @@ COLUMNS = [
     ("p50_ms", "p50 ms"),
     ("p99_ms", "p99 ms"),
     ("persisted", "persisted"),
-    ("persisted_spans_per_s", "persisted spans/s"),
+    ("persisted_at_send_end", "persisted at load end"),
+    ("rate", "persisted spans/s"),
     ("lost", "lost"),
     ("retryable_503s", "503s"),
     ("traces", "traces rebuilt"),
@@ -151,7 +159,7 @@ def run_anchor(url: str, label: str, args: argparse.Namespace, extra: list[str])
         "--concurrency",
         str(args.concurrency),
         "--settle",
-        "10",
+        str(args.settle),
         "--drain-timeout",
         str(args.drain_timeout),
         "--json-out",
@@ -159,7 +167,17 @@ def run_anchor(url: str, label: str, args: argparse.Namespace, extra: list[str])
         *extra,
     ]
     subprocess.run(command, check=True)
-    return json.loads(out.read_text().splitlines()[-1])
+    row = json.loads(out.read_text().splitlines()[-1])
+    row["rate"] = persisted_rate(row)
+    return row
+
+
+def persisted_rate(row: dict) -> str:
+    """The persisted rate, or the drain rate (marked) when persisting went on after the load stopped."""
+    persisted, at_end = row.get("persisted"), row.get("persisted_at_send_end")
+    if persisted and at_end is not None and persisted > at_end and row.get("drain_spans_per_s") is not None:
+        return f"{row['drain_spans_per_s']} (drain)"
+    return str(row.get("persisted_spans_per_s"))
 
 
 def stash_rows(args: argparse.Namespace) -> list[dict]:
@@ -182,15 +200,18 @@ def stash_rows(args: argparse.Namespace) -> list[dict]:
 def phoenix_rows(args: argparse.Namespace) -> list[dict]:
     rows = []
     for backend in ("sqlite", "postgres"):
-        with database() as url, phoenix(args.phoenix_python, url if backend == "postgres" else None) as (port, db):
+        with database() as url, phoenix(args.phoenix_python, url if backend == "postgres" else None) as server:
+            port, db, pid = server
             count = ["--count-pg", url] if backend == "postgres" else ["--count-sqlite", str(db)]
-            rows.append(run_anchor(f"http://127.0.0.1:{port}/v1/traces", f"phoenix {backend}", args, count))
+            extra = [*count, "--server-pid", str(pid)]
+            rows.append(run_anchor(f"http://127.0.0.1:{port}/v1/traces", f"phoenix {backend}", args, extra))
     return rows
 
 
 @contextmanager
-def phoenix(python: str, postgres_url: str | None) -> Iterator[tuple[int, Path]]:
-    """`phoenix serve` on free ports, on SQLite (a fresh working dir) or on PostgreSQL."""
+def phoenix(python: str, postgres_url: str | None) -> Iterator[tuple[int, Path, int]]:
+    """`phoenix serve` on free ports, on SQLite (a fresh working dir) or on PostgreSQL: its port, its SQLite
+    file and its process id."""
     work = Path(tempfile.mkdtemp(prefix="phoenix-bench-"))
     port = free_port()
     env = {
@@ -210,7 +231,7 @@ def phoenix(python: str, postgres_url: str | None) -> Iterator[tuple[int, Path]]
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"phoenix did not start (exit code {process.poll()}); is asyncpg installed for PG?")
             time.sleep(0.5)
-        yield port, work / "phoenix.db"
+        yield port, work / "phoenix.db", process.pid
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -235,7 +256,11 @@ def main() -> None:
     parser.add_argument("--skip-stash", action="store_true", help="run only the Phoenix rows")
     args = parser.parse_args()
     rows = ([] if args.skip_stash else stash_rows(args)) + (phoenix_rows(args) if args.phoenix_python else [])
-    table = Table(*(title for _, title in COLUMNS), title=f"OTLP/HTTP protobuf, 512 spans/request, {args.seconds:.0f}s")
+    heading = (
+        f"OTLP/HTTP protobuf, 512 spans/request, {args.seconds:.0f}s, {args.concurrency} senders, settle"
+        f" {args.settle:.0f}s; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    table = Table(*(title for _, title in COLUMNS), title=heading)
     for row in rows:
         table.add_row(*(str(row.get(key, "")) for key, _ in COLUMNS))
     Console().print(table)

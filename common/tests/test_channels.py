@@ -26,8 +26,8 @@ class _Failed(grpc.RpcError):
         (grpc.StatusCode.NOT_FOUND, NotFound, "why"),
         (grpc.StatusCode.FAILED_PRECONDITION, FailedPrecondition, "why"),
         (grpc.StatusCode.INVALID_ARGUMENT, InvalidArgument, "why"),
-        (grpc.StatusCode.UNAVAILABLE, Unavailable, "ingest answered UNAVAILABLE: why"),
-        (grpc.StatusCode.DEADLINE_EXCEEDED, Unavailable, "ingest answered DEADLINE_EXCEEDED: why"),
+        (grpc.StatusCode.UNAVAILABLE, Unavailable, "ingest is out of reach (UNAVAILABLE); retry shortly"),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, Unavailable, "ingest is out of reach (DEADLINE_EXCEEDED); retry shortly"),
         (grpc.StatusCode.INTERNAL, StashError, "ingest answered INTERNAL: why"),
     ],
 )
@@ -52,3 +52,15 @@ def test_call_peer_returns_the_answer_or_raises_the_platform_error() -> None:
 
     with pytest.raises(NotFound, match="trace 7 does not exist"):
         call_peer("ingest", fail)
+
+
+def test_readiness_names_are_the_services_full_names() -> None:
+    from stash.rm.v1 import gepa_pb2, ingest_pb2, labeler_pb2, scorer_pb2, trainer_pb2
+    from stash_common.channels import READINESS_NAMES
+
+    modules = {"ingest": ingest_pb2, "labeler": labeler_pb2, "trainer": trainer_pb2, "scorer": scorer_pb2}
+    expected = {
+        name: next(iter(module.DESCRIPTOR.services_by_name.values())).full_name for name, module in modules.items()
+    }
+    expected["gepa"] = gepa_pb2.DESCRIPTOR.services_by_name["GepaService"].full_name
+    assert READINESS_NAMES == expected

@@ -1,14 +1,15 @@
-"""SQLite engines as the embedded profile opens them: WAL, foreign keys, a busy timeout."""
+"""SQLite engines as the embedded profile opens them (WAL, foreign keys, a busy timeout), and row ids."""
 
 from __future__ import annotations
 
 import multiprocessing
 import time
+import uuid
 from pathlib import Path
 
 from sqlalchemy import text
 
-from stash_common.db import make_engine
+from stash_common.db import make_engine, new_ids
 
 
 def test_a_new_sqlite_file_is_switched_to_wal_with_foreign_keys(tmp_path: Path) -> None:
@@ -50,3 +51,11 @@ def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> Non
                 count = connection.execute(text("SELECT count(*) FROM probe")).scalar()
             engine.dispose()
             assert (failures, count) == ([], processes)
+
+
+def test_ids_made_in_a_batch_are_distinct_uuid4_strings() -> None:
+    ids = new_ids(1000)
+
+    assert len(set(ids)) == 1000
+    assert all(str(uuid.UUID(value)) == value and uuid.UUID(value).version == 4 for value in ids)
+    assert {uuid.UUID(value).variant for value in ids} == {uuid.RFC_4122}

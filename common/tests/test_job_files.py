@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from stash_common.errors import InvalidArgument
-from stash_common.job_files import read_jsonl, write_json, write_jsonl
+from stash_common.jobs.files import read_jsonl, write_json, write_jsonl
 
 
 class _Row(BaseModel):

@@ -18,6 +18,18 @@ def test_render_example_excludes_system_steps() -> None:
     assert text.startswith("User: I want a refund for order 1182")
 
 
+def test_input_version_2_renders_system_context_first() -> None:
+    steps = build_steps("t1", SUPPORT)
+
+    text = render_example(steps, 2, with_system=True)
+
+    assert text == (
+        "System: You are a support agent.\n\nUser: I want a refund for order 1182\n\n"
+        'Assistant called lookup_order({"order_id": "1182"})'
+    )
+    assert render_example(steps, 4, with_system=True).startswith(text)
+
+
 def test_render_example_ends_at_the_action_before_later_results_and_messages() -> None:
     steps = build_steps("t1", SUPPORT)
 

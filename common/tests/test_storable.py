@@ -1,5 +1,7 @@
 """U+0000 is refused wherever it hides in a JSON value, naming the path; nesting is bounded when asked."""
 
+from types import MappingProxyType
+
 import pytest
 
 from stash_common.errors import InvalidArgument
@@ -37,3 +39,11 @@ def test_nesting_past_the_depth_is_refused_and_at_it_accepted() -> None:
 def test_plain_text_without_nul_passes() -> None:
     check_storable("hello", "content")
     check_storable(None, "content")
+
+
+def test_read_only_mappings_and_tuples_are_judged_like_dicts_and_lists() -> None:
+    check_storable_json(MappingProxyType({"a": ("x", 1, None)}), "v", max_depth=3)
+    with pytest.raises(InvalidArgument) as caught:
+        check_storable_json(MappingProxyType({"a": ("ok", "x\x00")}), "v")
+
+    assert caught.value.field == "v.a[1]"

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from sqlalchemy import create_engine, inspect
 
-from stash_common.kubernetes_launcher import KubernetesJobSettings, job_manifest
-from stash_common.launcher import JobLaunch
+from stash_common.jobs.kubernetes import KubernetesJobSettings, job_manifest
+from stash_common.jobs.launch import JobLaunch
 from support import tools
 from support.manifests import strict_validation_errors
 
@@ -225,12 +225,12 @@ def test_the_gateway_admin_key_comes_from_the_existing_secret() -> None:
 
 
 def test_the_migration_hook_migrates_every_service_and_can_run_again(
-    minimal: list[dict[str, Any]], postgres_url: str
+    minimal: list[dict[str, Any]], empty_postgres_url: str
 ) -> None:
     job = find(minimal, "Job", "rm-stash-rm-migrations")
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
     [container] = job["spec"]["template"]["spec"]["containers"]
-    env = {**os.environ, **{e["name"]: postgres_url for e in container["env"]}}
+    env = {**os.environ, **{e["name"]: empty_postgres_url for e in container["env"]}}
     command = [sys.executable if part == "python" else part for part in container["command"]]
 
     for _ in range(2):
@@ -238,17 +238,35 @@ def test_the_migration_hook_migrates_every_service_and_can_run_again(
         assert result.returncode == 0, result.stderr
         assert result.stdout.split() == [word for s in SERVICES for word in (f"{s}:", "migrated")]
 
-    engine = create_engine(postgres_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    engine = create_engine(empty_postgres_url.replace("postgresql://", "postgresql+psycopg://", 1))
     tables = set(inspect(engine).get_table_names())
     engine.dispose()
     assert {f"alembic_version_{s}" for s in SERVICES} <= tables
 
 
-def test_the_helm_test_pod_checks_the_gateway_healthz(minimal: list[dict[str, Any]]) -> None:
+def test_the_helm_test_pod_checks_the_gateway_readyz(minimal: list[dict[str, Any]]) -> None:
     pod = find(minimal, "Pod", "rm-stash-rm-test")
 
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
-    assert "http://rm-stash-rm-gateway:8000/healthz" in pod["spec"]["containers"][0]["command"][-1]
+    assert "http://rm-stash-rm-gateway:8000/readyz" in pod["spec"]["containers"][0]["command"][-1]
+
+
+@pytest.mark.parametrize("service", ["gateway", "ingest", "labeler", "trainer", "scorer", "gepa"])
+def test_liveness_asks_the_process_and_readiness_its_stores(minimal: list[dict[str, Any]], service: str) -> None:
+    container = find(minimal, "Deployment", f"rm-stash-rm-{service}")["spec"]["template"]["spec"]["containers"][0]
+    probes = {kind: container[f"{kind}Probe"] for kind in ("startup", "liveness", "readiness")}
+
+    if service == "gateway":
+        paths = {kind: probe["httpGet"]["path"] for kind, probe in probes.items()}
+        assert paths == {"startup": "/livez", "liveness": "/livez", "readiness": "/readyz"}
+    else:
+        names = {kind: probe["grpc"].get("service", "") for kind, probe in probes.items()}
+        readiness = "stash.rm.v1.GepaService" if service == "gepa" else f"stash.rm.v1.{service.title()}Service"
+        assert names == {"startup": "", "liveness": "", "readiness": readiness}
+
+
+def test_every_service_is_told_the_release_as_its_stack_id(minimal: list[dict[str, Any]]) -> None:
+    assert find(minimal, "ConfigMap", "rm-stash-rm")["data"]["STASH_STACK_ID"] == f"{NAMESPACE}/rm"
 
 
 def test_every_value_is_documented_in_values_yaml() -> None:
@@ -312,7 +330,7 @@ def _launched_job(
     for name, value in _job_launcher_env(documents, service).items():
         monkeypatch.setenv(name, value)
     launch = JobLaunch(kind, "run-id", "job-id", f"jobs/{service}/job-id")
-    return job_manifest(launch, f"stash_{service}.worker", KubernetesJobSettings(), NAMESPACE)
+    return job_manifest(launch, KubernetesJobSettings(), NAMESPACE)
 
 
 @pytest.mark.parametrize(("service", "kind"), LAUNCHED_KINDS)

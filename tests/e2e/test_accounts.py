@@ -1,20 +1,18 @@
 """Account commands end to end: `stash-rm users|keys` through the admin routes of a real embedded gateway."""
 
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from support.processes import stash_rm
-from support.stack import RunningStack, running_stack
+from support.stack import RunningStack
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    with running_stack(tmp_path_factory.mktemp("accounts")) as running:
-        yield running
+def stack(embedded_stack: RunningStack) -> RunningStack:
+    return embedded_stack
 
 
 def test_embedded_gateway_keeps_its_admin_key_private_in_the_data_dir(stack: RunningStack) -> None:

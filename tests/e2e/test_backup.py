@@ -78,15 +78,19 @@ def _cli(stack: RunningStack, key: str, *args: str) -> Any:
 
 
 def _comparable(path: Path) -> list[dict[str, Any]]:
-    """The export's records with the exporting account's trace ids replaced by their position in the file,
-    and without timestamps: what must survive a restore unchanged."""
+    """The export's records with the exporting installation's trace and user ids replaced by their order of
+    appearance in the file, and without timestamps: what must survive a restore unchanged (a restored account
+    is a new user, so its annotations' `author_id` is new, but who wrote which stays)."""
     records = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     position = {record["trace_id"]: index for index, record in enumerate(records) if record["kind"] == "trace"}
+    authors: dict[str, int] = {}
     for record in records:
         record.pop("exported_at", None)
         record.pop("created_at", None)
         if "trace_id" in record:
             record["trace_id"] = position[record["trace_id"]]
+        if "author_id" in record:
+            record["author_id"] = authors.setdefault(record["author_id"], len(authors))
     return records
 
 
@@ -118,10 +122,10 @@ def _titles(client: httpx.Client) -> list[tuple[Any, ...]]:
 
 
 def test_an_account_round_trips_through_a_fresh_stack(
-    tmp_path: Path, exported: dict[str, Any], postgres_url: str, module_redis_url: str
+    tmp_path: Path, exported: dict[str, Any], empty_postgres_url: str, module_redis_url: str
 ) -> None:
     again = tmp_path / "again.jsonl"
-    with _stack(tmp_path / "second", postgres_url, module_redis_url) as stack:
+    with _stack(tmp_path / "second", empty_postgres_url, module_redis_url) as stack:
         key = stack.create_user(USER)
         imported = _cli(stack, key, "import", str(exported["path"]))
         assert imported.returncode == 0, imported.stderr
@@ -141,11 +145,11 @@ def test_an_account_round_trips_through_a_fresh_stack(
 
 
 def test_an_incomplete_export_is_refused_before_anything_is_imported(
-    tmp_path: Path, exported: dict[str, Any], postgres_url: str, module_redis_url: str
+    tmp_path: Path, exported: dict[str, Any], empty_postgres_url: str, module_redis_url: str
 ) -> None:
     cut = tmp_path / "cut.jsonl"
     cut.write_bytes(b"".join(exported["path"].read_bytes().splitlines(keepends=True)[:-1]))
-    with _stack(tmp_path / "third", postgres_url, module_redis_url) as stack:
+    with _stack(tmp_path / "third", empty_postgres_url, module_redis_url) as stack:
         key = stack.create_user(USER)
         result = _cli(stack, key, "import", str(cut))
         with stack.client(key) as client:

@@ -1,6 +1,7 @@
 """Owner isolation on the cluster profile: every id route of the gateway and every owner-scoped RPC of the
 services, called as owner A (alice) with owner B's (bob's) real ids, finds nothing and changes nothing; and
-B's read-only key is refused on every write.
+B's read-only key is refused on every write. B's reviewers (of B's source, of every source, of another source
+only, revoked) walk them too: they read and annotate at most what B shares with them.
 
 The routes come from the running gateway's OpenAPI and the RPCs from the protos' descriptors, so a new one
 fails these tests until it is walked here or listed below with the reason it is not.
@@ -39,26 +40,36 @@ from support.fixtures import real_fixture
 from support.ingest import stash_line
 from support.models import new_bucket, offline_training_env
 from support.otlp import otlp_document, span_dict
+from support.processes import stash_rm
+from support.reviewing import reviewer_status
 from support.stack import RunningStack, cluster_env, running_stack
 
 JOB_WAIT_S = 240
 TERMINAL = ("succeeded", "failed")
 TASK_ID = "bob-task"
 SOURCE_ID = "bob-shop"
+REVIEWER = "carol"
+# B's other reviewers, for the gRPC walk: of every source, of a source B has no trace in, and one B revoked.
+ALL_SOURCES_REVIEWER, OTHER_SOURCE_REVIEWER, REVOKED_REVIEWER = "rita", "lara", "vic"
+OTHER_SOURCE = "bob-lab"
 CLAUDE_CODE_SESSION = "claude-code/spotter-v2.1-tool-heavy.jsonl"
 
 # Path parameters that carry an owner's id, and which of B's ids each one takes.
 ID_PARAMS = {"trace_id": "trace", "annotation_id": "annotation", "model_id": "model", "run_id": "gepa_run"}
-ID_PARAMS |= {"key_id": "key", "task_id": "task"}
+ID_PARAMS |= {"key_id": "key", "task_id": "task", "reviewer": "reviewer"}
 # Routes with a path parameter that are not owner-scoped, with the reason.
 NOT_OWNER_SCOPED = {
     "/api/v1/admin/users/{name_or_id}": "operator route behind the admin key, which belongs to no owner",
     "/api/v1/admin/users/{name_or_id}/keys": "operator route behind the admin key, which belongs to no owner",
+    "/api/v1/admin/evaluator/reviewers/{name_or_id}": "operator route behind the admin key, which belongs to no owner",
     "/api/v1/rm/artifacts/{key}": "no bearer at all: a signed URL, whose signature is the check",
 }
 # Task ids are names the agent chooses, not ids the platform hands out: A's calls address A's own task of that
 # name (answered 200) and must neither show nor change B's.
 OWN_NAMESPACE = {"/api/v1/rm/trajectories/{task_id}/events", "/api/v1/rm/trajectories/{task_id}/course-correction"}
+# A reviewer is a user, not something an owner has: A's calls share (and stop sharing) A's own traces with B's
+# reviewer, and must leave B's grant alone.
+OWN_NAMESPACE |= {"/api/v1/rm/reviewers/{reviewer}"}
 # Routes that take the admin key, not an API key, so no read-only key reaches them.
 ADMIN_ROUTES = "/api/v1/admin/"
 # POST routes that only read, so a read-only key may call them.
@@ -83,6 +94,10 @@ class Owned:
     gepa_run: str
     key: str
     read_only_key: str
+    reviewer: str
+    reviewer_id: str
+    # The user id of each reviewer by role: "all sources", "other source", "revoked".
+    reviewers_by_role: dict[str, str]
     task: str = TASK_ID
     source: str = SOURCE_ID
 
@@ -193,7 +208,7 @@ def _settled_labels(client: httpx.Client, trace_ids: list[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def owned(bob: httpx.Client, llm: FakeLLM) -> Owned:
+def owned(stack: RunningStack, bob: httpx.Client, llm: FakeLLM) -> Owned:
     """B's traces, annotations, source name, live task, reward model, scoring run, GEPA run and keys."""
     traces = [_rated_trace(bob, number) for number in range(4)]
     annotation, step = _commented(bob, traces[0])
@@ -213,6 +228,9 @@ def owned(bob: httpx.Client, llm: FakeLLM) -> Owned:
     gepa_run = _finished(bob, f"/gepa-runs/{_ok(bob.post('/gepa-runs', json=gepa))['id']}")
     assert gepa_run["status"] == "succeeded", gepa_run["error"]
     reader = _ok(bob.post("/keys", json={"name": "reader", "read_only": True}), 201)
+    stack.create_user(REVIEWER)
+    reviewer_id = _ok(bob.put(f"/reviewers/{REVIEWER}", json={"source_ids": [SOURCE_ID]}), 201)["reviewer_id"]
+    reviewers_by_role = _other_reviewers(stack, bob)
     _settled_labels(bob, traces)
     return Owned(
         user_id=_ok(bob.get("/me"))["user_id"],
@@ -225,7 +243,26 @@ def owned(bob: httpx.Client, llm: FakeLLM) -> Owned:
         gepa_run=gepa_run["id"],
         key=_ok(bob.get("/keys"))[0]["id"],
         read_only_key=reader["key"],
+        reviewer=REVIEWER,
+        reviewer_id=reviewer_id,
+        reviewers_by_role=reviewers_by_role,
     )
+
+
+def _other_reviewers(stack: RunningStack, bob: httpx.Client) -> dict[str, str]:
+    """B shares every source with one user and only a source without B's traces with another, and revokes a
+    third user's grant; returns their user ids by role."""
+    grants = {ALL_SOURCES_REVIEWER: None, OTHER_SOURCE_REVIEWER: [OTHER_SOURCE], REVOKED_REVIEWER: None}
+    ids = {}
+    for name, source_ids in grants.items():
+        stack.create_user(name)
+        ids[name] = _ok(bob.put(f"/reviewers/{name}", json={"source_ids": source_ids}), 201)["reviewer_id"]
+    _ok(bob.delete(f"/reviewers/{REVOKED_REVIEWER}"), 204)
+    return {
+        "all sources": ids[ALL_SOURCES_REVIEWER],
+        "other source": ids[OTHER_SOURCE_REVIEWER],
+        "revoked": ids[REVOKED_REVIEWER],
+    }
 
 
 def snapshot(client: httpx.Client, owned: Owned) -> dict[str, Any]:
@@ -233,6 +270,7 @@ def snapshot(client: httpx.Client, owned: Owned) -> dict[str, Any]:
     paths = [
         "/traces",
         "/trace-sources",
+        "/reviewers",
         "/keys",
         "/reward-models",
         f"/reward-models/{owned.model}",
@@ -295,10 +333,13 @@ def body_of(method: str, path: str, operation: dict[str, Any], owned: Owned) -> 
         "POST /api/v1/rm/query": lambda: {"json": {"sql": "SELECT count(*) AS n FROM traces"}},
         "POST /api/v1/rm/keys": lambda: {"json": {"name": "more"}},
         "POST /api/v1/rm/traces/import": lambda: {"json": {"format": "stash", "data": stash_line("written")}},
+        "PUT /api/v1/rm/reviewers/{reviewer}": lambda: {"json": {"source_ids": [owned.source]}},
         "PUT /api/v1/rm/trace-sources": lambda: {"json": {"source_id": owned.source, "name": "renamed"}},
         "POST /api/v1/rm/reward-models": lambda: {"json": {"name": "more", "trace_ids": owned.traces}},
         "POST /api/v1/rm/gepa-runs": lambda: {"json": {"reward_model_id": owned.model}},
         "POST /api/v1/me/transcripts": lambda: {"content": stash_line("transcript").encode()},
+        "PUT /api/v1/rm/evaluator/consent": lambda: {"json": {"text_version": "v1", "source_ids": [owned.source]}},
+        "POST /api/v1/rm/evaluator/reviews": lambda: {"json": {"comparison_id": owned.model, "verdict": "better"}},
         "POST /api/v1/rm/otel/v1/traces": lambda: {
             "content": otlp_json(),
             "headers": {"Content-Type": "application/json"},
@@ -346,10 +387,34 @@ def test_another_owner_gets_404_on_every_id_route_and_changes_nothing(
     for method, path, operation in walked:
         response = call(alice, method, path, operation, owned)
         if path in OWN_NAMESPACE:
-            assert response.status_code == 200, f"{method} {path}: {response.text}"
+            assert response.is_success, f"{method} {path}: {response.text}"
             assert owned.user_id not in response.text and "a.py" not in response.text
         else:
             assert response.status_code == 404, f"LEAK? {method} {path} as A: {response.status_code} {response.text}"
+
+    assert snapshot(bob, owned) == before
+
+
+def test_b_s_reviewer_reads_and_annotates_and_is_refused_the_rest_with_the_reason(
+    openapi: dict[str, Any], stack: RunningStack, bob: httpx.Client, owned: Owned, before: dict[str, Any]
+) -> None:
+    """Carol reviews B's source (every trace of B's): the owner's actions answer 403 with the reason, B's models,
+    runs and keys stay 404, and what carol annotated in passing is hers to delete."""
+    carol_key = stash_rm("keys", "create", REVIEWER, env=stack.env).stdout.split("shown once): ")[1].split()[0]
+    with stack.client(carol_key) as carol:
+        for method, path, operation in id_operations(openapi):
+            response = call(carol, method, path, operation, owned)
+            if path in OWN_NAMESPACE:
+                assert response.is_success or response.status_code in (404, 422), f"{method} {path}: {response.text}"
+                continue
+            assert response.status_code == reviewer_status(f"{method} {path}"), f"{method} {path}: {response.text}"
+            if response.status_code == 403:
+                assert "only" in response.json()["detail"], response.text
+            if response.status_code == 201:
+                _ok(carol.delete(f"/annotations/{response.json()['id']}"), 204)
+        shared = _ok(carol.get("/shared/traces"))
+        assert sorted(trace["id"] for trace in shared["traces"]) == sorted(owned.traces)
+        assert all(trace["latest_score"] is None for trace in shared["traces"])
 
     assert snapshot(bob, owned) == before
 
@@ -361,7 +426,7 @@ def test_b_s_ids_in_bodies_and_queries_are_not_found_either(
     mine = str(_ok(alice.post("/traces/import", json={"format": "stash", "data": stash_line("alice")}))["trace_ids"][0])
     refused = [
         alice.post(f"/traces/{mine}/score", json={"reward_model_id": owned.model}),
-        alice.post("/reward-models", json={"name": "theirs", "trace_ids": [owned.trace]}),
+        alice.post("/reward-models", json={"name": "theirs", "trace_ids": [mine, owned.trace]}),
         alice.post("/gepa-runs", json={"reward_model_id": owned.model}),
         alice.get("/export/pairs", params={"reward_model_id": owned.model}),
     ]
@@ -411,20 +476,28 @@ STUBS = {
 ID_FIELDS = {"trace_id": "trace", "annotation_id": "annotation", "reward_model_id": "model", "step_id": "step"}
 ID_FIELDS |= {"gepa_run_id": "gepa_run", "scoring_run_id": "scoring_run", "task_id": "task", "source_id": "source"}
 # B's job ids are never shown, not even to B: its model's id stands in, which names no job of A's either.
-ID_FIELDS |= {"trace_ids": "trace", "job_id": "model"}
+# Every one of B's traces: a model needs at least two, and a lone trace would be refused for its count.
+ID_FIELDS |= {"trace_ids": "traces", "job_id": "model"}
+# B's reviewer, and B as the owner of traces shared with A (B shares nothing with A).
+ID_FIELDS |= {"reviewer_id": "reviewer_id", "trace_owner_id": "user_id", "source_ids": "source"}
 # RPCs that answer A with A's own rows: lists and batch reads filter by owner, names are per owner.
 OWN_ROWS = {
     "IngestService/ImportTraces": "adds A's own trace under that source id",
     "IngestService/IngestOtlpSpans": "adds A's own spans under that source id",
     "IngestService/UploadTranscript": "adds A's own trace under that source id",
     "IngestService/ListTraces": "a filter: B's ids match none of A's traces",
+    "IngestService/PutReviewGrant": "A shares A's own traces with B's reviewer",
+    "IngestService/ListReviewGrants": "the grants A gave",
+    "IngestService/DeleteReviewGrant": "revokes A's own grant to B's reviewer",
     "IngestService/ListTraceSources": "A's own sources",
     "IngestService/RenameTraceSource": "names are per owner: A names its own source of that id",
     "IngestService/ExportTraces": "a filter over A's traces",
     "IngestService/ExportAnnotations": "a filter over A's annotations",
     "IngestService/ListTraceRevisions": "A's own revisions",
+    "IngestService/BatchGetTraceRevisions": "a batch read: B's traces are answered not found, naming nothing of B's",
     "IngestService/StreamOwnerRows": "A's own rows",
     "IngestService/GetOwnerVersion": "A's own version counter",
+    "LabelerService/AnnounceTraceRevisions": "skips B's traces (they have evaluations of B): queues nothing",
     "LabelerService/GetTraceEvaluation": "answers no evaluation for an id A has none for",
     "LabelerService/BatchGetEvaluationSummaries": "a batch read keyed by A's traces",
     "LabelerService/ListProcessPatterns": "a filter over A's patterns",
@@ -436,12 +509,19 @@ OWN_ROWS = {
     "ScorerService/ListActionScores": "a filter over A's scores",
     "ScorerService/ListScoringRuns": "a filter over A's runs",
     "ScorerService/BatchGetLatestScores": "a batch read keyed by A's traces",
+    "ScorerService/GetEvaluatorScores": "the shared evaluator's scores of A's trace of that id: none",
+    "ScorerService/BatchGetEvaluatorScores": "a batch read keyed by A's traces",
     "ScorerService/StreamOwnerRows": "A's own rows",
     "ScorerService/GetOwnerVersion": "A's own version counter",
+    "ScorerService/ForgetRewardModel": "forgets A's own scores of a model of that id: there are none",
     "TrainerService/ListRewardModels": "A's own models",
     "GepaService/ListGepaRuns": "A's own runs",
 }
-NOT_OWNER_SCOPED_RPCS = {"IngestService/ListFormats": "the same formats for everyone"}
+NOT_OWNER_SCOPED_RPCS = {
+    "IngestService/ListFormats": "the same formats for everyone",
+    "GepaService/GetGepaDefaults": "the same default models for everyone",
+    "ScorerService/PublishEvaluatorRelease": "one release for every account (sent by the trainer)",
+}
 # What a request needs besides ids to pass validation, so that only ownership can refuse it.
 EXTRA_FIELDS: dict[str, Callable[[Owned], dict[str, Any]]] = {
     "IngestService/ImportTraces": lambda _: {"format": "stash", "data": stash_line("rpc").encode()},
@@ -451,17 +531,19 @@ EXTRA_FIELDS: dict[str, Callable[[Owned], dict[str, Any]]] = {
     "IngestService/CreateAnnotation": lambda _: {"rating": 1},
     "IngestService/UpdateAnnotation": lambda _: {"comment": "changed", "update_mask": {"paths": ["comment"]}},
     "IngestService/GetTraceRevision": lambda _: {"revision": 1},
+    "IngestService/BatchGetTraceRevisions": lambda owned: {"wanted": [{"trace_id": owned.trace, "revision": 1}]},
     "IngestService/ListTraceRevisions": lambda _: {"limit": 100},
     # A revision of B's trace not evaluated yet: queued for A, it would find no trace and forget B's labels.
     "LabelerService/AnnounceTraceRevision": lambda _: {"revision": 2},
+    "LabelerService/AnnounceTraceRevisions": lambda owned: {"revisions": [{"trace_id": owned.trace, "revision": 2}]},
     "LabelerService/RecordTrajectoryEvents": lambda _: {"events": [{"action": "read"}]},
     "LabelerService/SummarizeSections": lambda owned: {
         "ranges": [{"first_step_id": owned.step, "last_step_id": owned.step}]
     },
     "TrainerService/CreateRewardModel": lambda _: {"name": "theirs"},
     "TrainerService/CompleteJob": lambda _: {"status": common_pb2.JOB_STATUS_FAILED, "error": "stopped"},
-    "GepaService/CompleteGepaJob": lambda _: {"result": {"error": "stopped"}},
     "ScorerService/ReportScoringResult": lambda _: {"status": common_pb2.JOB_STATUS_SUCCEEDED, "trace_revision": 1},
+    "ScorerService/PublishTrainingScores": lambda _: {"job_key": "jobs/trainer/no-such-job"},
 }
 
 
@@ -479,7 +561,7 @@ def rpc_request(name: str, method: Any, owner_id: str, owned: Owned) -> Message:
         if field.name.endswith(("_id", "_ids")) and field.name != "owner_id":
             assert field.name in ID_FIELDS, f"{name}.{field.name}: add it to ID_FIELDS with the id of B it takes"
             value = getattr(owned, ID_FIELDS[field.name])
-            fields[field.name] = [value] if field.is_repeated else value
+            fields[field.name] = [value] if field.is_repeated and isinstance(value, str) else value
     extra = EXTRA_FIELDS[name](owned) if name in EXTRA_FIELDS else {}
     return GetMessageClass(method.input_type)(**fields, **extra)
 
@@ -504,16 +586,70 @@ def test_every_owner_scoped_rpc_as_another_owner_is_not_found_or_sees_only_its_o
     stack: RunningStack, alice: httpx.Client, bob: httpx.Client, owned: Owned, before: dict[str, Any]
 ) -> None:
     owner_a = _ok(alice.get("/me"))["user_id"]
-    outcomes = {
-        name: rpc_outcome(stack, name, method, rpc_request(name, method, owner_a, owned), owned)
-        for name, method in rpc_methods()
-        if name not in NOT_OWNER_SCOPED_RPCS
-    }
-    wrong = {name: outcome for name, outcome in outcomes.items() if outcome != expected_outcome(name)}
+    outcomes = rpc_outcomes(stack, owner_a, owned)
+    wrong = unexpected(outcomes, {name: expected_outcome(name) for name in outcomes})
     assert not wrong, f"LEAK? RPCs as A on B's ids: {wrong}"
     assert len(outcomes) - len(OWN_ROWS) >= 25, sorted(outcomes)
 
     assert snapshot(bob, owned) == before
+
+
+# What a reviewer of B's trace gets that a stranger does not, at the RPC level, where the caller's owner_id is
+# the reviewer's own id: ingest alone decides reviewer access, and every other service finds nothing of B's.
+READ_AS_REVIEWER = {
+    "IngestService/GetTrace": "B's rows",
+    "IngestService/AuthorizeTrace": "B's rows",
+    "IngestService/CreateAnnotation": "B's rows",
+    "IngestService/BatchGetTraces": "PERMISSION_DENIED",
+    "IngestService/DeleteTrace": "PERMISSION_DENIED",
+    "IngestService/UpdateAnnotation": "PERMISSION_DENIED",
+    "IngestService/DeleteAnnotation": "PERMISSION_DENIED",
+}
+
+
+@pytest.mark.parametrize("role", ["all sources", "other source", "revoked"])
+def test_every_owner_scoped_rpc_as_b_s_reviewer_reads_and_annotates_at_most(
+    role: str, stack: RunningStack, bob: httpx.Client, owned: Owned, before: dict[str, Any]
+) -> None:
+    """A reviewer's calls carry their own id as owner_id: a reviewer of B's trace reads and annotates it through
+    ingest and is refused B's actions; a reviewer of another source, or a revoked one, is a stranger."""
+    reviewer_id = owned.reviewers_by_role[role]
+    sees_trace = role == "all sources"
+    outcomes = rpc_outcomes(stack, reviewer_id, owned)
+    expected = {name: expected_outcome(name) for name in outcomes}
+    wrong = unexpected(outcomes, expected | (READ_AS_REVIEWER if sees_trace else {}))
+    assert not wrong, f"LEAK? RPCs as B's reviewer ({role}) on B's ids: {wrong}"
+
+    authorize = ingest_pb2.AuthorizeTraceRequest(owner_id=reviewer_id, trace_id=owned.trace)
+    if sees_trace:
+        access = invoke(stack, "IngestService/AuthorizeTrace", AUTHORIZE, authorize)
+        assert (access.trace_owner_id, access.reviewer) == (owned.user_id, True)
+    shared = ingest_pb2.ListTracesRequest(owner_id=reviewer_id, shared_with_me=True, trace_owner_id=owned.user_id)
+    listed = invoke(stack, "IngestService/ListTraces", LIST_TRACES, shared)
+    assert sorted(trace.id for trace in listed.traces) == (sorted(owned.traces) if sees_trace else [])
+
+    for annotation in _ok(bob.get(f"/traces/{owned.trace}"))["annotations"]:
+        if annotation["author_id"] == reviewer_id:
+            _ok(bob.delete(f"/annotations/{annotation['id']}"), 204)
+    assert snapshot(bob, owned) == before
+
+
+INGEST_METHODS = ingest_pb2.DESCRIPTOR.services_by_name["IngestService"].methods_by_name
+AUTHORIZE, LIST_TRACES = INGEST_METHODS["AuthorizeTrace"], INGEST_METHODS["ListTraces"]
+
+
+def rpc_outcomes(stack: RunningStack, owner_id: str, owned: Owned) -> dict[str, str]:
+    """The outcome of every owner-scoped RPC called as `owner_id` on B's ids."""
+    return {
+        name: rpc_outcome(stack, name, method, rpc_request(name, method, owner_id, owned), owned)
+        for name, method in rpc_methods()
+        if name not in NOT_OWNER_SCOPED_RPCS
+    }
+
+
+def unexpected(outcomes: dict[str, str], expected: dict[str, str]) -> dict[str, str]:
+    """The outcomes whose kind (before any `:` with details) is not the expected one."""
+    return {name: outcome for name, outcome in outcomes.items() if outcome.split(":")[0] != expected[name]}
 
 
 def expected_outcome(name: str) -> str:
@@ -522,11 +658,14 @@ def expected_outcome(name: str) -> str:
 
 
 def rpc_outcome(stack: RunningStack, name: str, method: Any, request: Message, owned: Owned) -> str:
-    """`NOT_FOUND`, another status code, `own rows`, or which of B's ids the answer showed."""
+    """`NOT_FOUND`, `PERMISSION_DENIED`, another status code with its details, `own rows`, or `B's rows` with
+    which of B's ids the answer showed."""
     try:
         answer = invoke(stack, name, method, request)
     except grpc.RpcError as error:
-        return error.code().name if error.code() == grpc.StatusCode.NOT_FOUND else f"{error.code()}: {error.details()}"
+        if error.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED):
+            return f"{error.code().name}: {error.details()}"
+        return f"{error.code()}: {error.details()}"
     shown = "".join(map(str, answer)) if method.server_streaming else str(answer)
     leaked = [value for value in b_s_ids(owned) if value in shown]
-    return f"showed B's {leaked}" if leaked else "own rows"
+    return f"B's rows: {leaked}" if leaked else "own rows"

@@ -70,17 +70,48 @@ def test_an_imported_trace_comes_back_labeled_and_scored(alice: httpx.Client, tr
     assert steps[4]["metadata"]["reward"]["terms"] == [{"reason": "answer accepted (confident)", "points": 1.0}]
     reaction = steps[5]["metadata"]["label"]
     assert (reaction["verdict"], reaction["verdict_target"]) == ("accepted", steps[4]["metadata"]["label"]["chunk_id"])
-    assert detail["step_scores"] == [
-        {
-            "task_id": "t0",
-            "first_step_id": steps[1]["id"],
-            "last_step_id": steps[5]["id"],
-            "answer_points": 1.0,
-            "work_cost": -0.03,
-            "score": pytest.approx(0.97),
-            "capped": False,
-        }
-    ]
+    assert detail["step_scores_source"] == "automatic" and call["reward_source"] == "automatic"
+    assert (
+        detail["rule_step_scores"]
+        == detail["step_scores"]
+        == [
+            {
+                "task_id": "t0",
+                "first_step_id": steps[1]["id"],
+                "last_step_id": steps[5]["id"],
+                "answer_points": 1.0,
+                "work_cost": -0.03,
+                "score": pytest.approx(0.97),
+                "capped": False,
+            }
+        ]
+    )
+
+
+IMPORTED_REWARD = {"points": 0.5, "score": 0.5, "terms": [{"reason": "grader: correct", "points": 0.5}]}
+IMPORTED_TASKS = [{"task_id": "refund", "score": 0.75, "answer_points": 0.8, "work_cost": -0.05, "capped": False}]
+
+
+def test_imported_step_rewards_and_task_scores_are_kept_with_the_rule_scores_beside_them(
+    alice: httpx.Client,
+) -> None:
+    trace = orjson.loads(_accepted_refund())
+    trace["id"] = "imported-supervision"
+    trace["metadata"] = {"step_scores": IMPORTED_TASKS, "rubric_summary": "graded by an external rubric"}
+    trace["steps"][4]["metadata"] = {"reward": IMPORTED_REWARD}
+    imported = alice.post("/traces/import", json={"format": "stash", "data": orjson.dumps(trace).decode()})
+    assert imported.status_code == 200, imported.text
+
+    detail = _evaluated(alice, imported.json()["trace_ids"][0])
+
+    answer, call = detail["steps"][4]["metadata"], detail["steps"][2]["metadata"]
+    assert (answer["reward"], answer["reward_source"]) == (IMPORTED_REWARD, "imported")
+    assert answer["rule_reward"]["terms"] == [{"reason": "answer accepted (confident)", "points": 1.0}]
+    assert call["reward_source"] == "automatic" and "rule_reward" not in call
+    assert call["reward"]["score"] == pytest.approx(0.27)
+    assert (detail["step_scores"], detail["step_scores_source"]) == (IMPORTED_TASKS, "imported")
+    assert [task["score"] for task in detail["rule_step_scores"]] == [pytest.approx(0.97)]
+    assert detail["metadata"]["rubric_summary"] == "graded by an external rubric"
 
 
 def test_the_trace_list_shows_the_latest_score(alice: httpx.Client, trace_id: str) -> None:

@@ -36,6 +36,7 @@ RUN_KEYS = {
     "max_metric_calls",
     "status",
     "error",
+    "retryable",
     "progress",
     "budget_warning",
     "train_examples",
@@ -289,8 +290,9 @@ def test_runs_are_listed_newest_first_and_only_to_their_owner(
 
 
 def test_a_model_that_did_not_succeed_is_refused_with_409(alice: httpx.Client) -> None:
-    lone = _imported(alice, [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}], "lone")
-    created = alice.post("/reward-models", json={"name": "too small", "trace_ids": [lone]})
+    steps = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]
+    lone = [_imported(alice, steps, name) for name in ("lone", "lone-too")]
+    created = alice.post("/reward-models", json={"name": "too small", "trace_ids": lone})
     failed = _finished(alice, f"/reward-models/{created.json()['id']}")
     assert failed["status"] == "failed"
 
@@ -320,6 +322,14 @@ def test_bad_settings_are_422_naming_the_field(
 def test_the_defaults_need_an_anthropic_key_and_the_failed_run_says_so_and_can_be_retried(
     alice: httpx.Client, model: dict[str, Any]
 ) -> None:
+    # What the web UI's start form asks before a run without models: the key, where the reflection API base
+    # (this stack's stand-in) does not serve reflection.
+    assert alice.get("/gepa-defaults").json() == {
+        "task_model": "anthropic/claude-haiku-4-5",
+        "reflection_model": "anthropic/claude-sonnet-5",
+        "task_model_missing": "ANTHROPIC_API_KEY",
+        "reflection_model_missing": None,
+    }
     created = alice.post("/gepa-runs", json={"reward_model_id": model["id"]})
     assert created.status_code == 200, created.text
     assert (created.json()["task_model"], created.json()["reflection_model"], created.json()["max_metric_calls"]) == (
@@ -332,9 +342,29 @@ def test_the_defaults_need_an_anthropic_key_and_the_failed_run_says_so_and_can_b
 
     assert failed["status"] == "failed"
     assert "needs ANTHROPIC_API_KEY in the gepa service's environment" in failed["error"]
+    assert failed["retryable"]  # once the key is set, the same run succeeds
     retried = alice.post(f"/gepa-runs/{failed['id']}/retry")
     assert retried.status_code == 202 and retried.json()["status"] == "queued"
     assert retried.json()["id"] == failed["id"] and retried.json()["error"] is None
+
+
+def test_a_run_is_deleted_once_settled_never_while_queued_or_running_and_the_cli_deletes_too(
+    stack: RunningStack, alice: httpx.Client, bob: httpx.Client, model: dict[str, Any]
+) -> None:
+    created = alice.post("/gepa-runs", json={"reward_model_id": model["id"]}).json()
+    env = {**stack.env, "STASH_API_KEY": alice.headers["authorization"].removeprefix("Bearer ")}
+
+    early = alice.delete(f"/gepa-runs/{created['id']}")
+    failed = _finished(alice, f"/gepa-runs/{created['id']}")
+    foreign = bob.delete(f"/gepa-runs/{created['id']}")
+    deleted = stash_rm("skills", "delete", created["id"], env=env)
+
+    assert early.status_code == 409 and "it can be deleted once it succeeded or failed" in early.json()["detail"]
+    assert failed["status"] == "failed" and foreign.status_code == 404
+    assert deleted.returncode == 0 and f"Deleted GEPA run {created['id']}" in deleted.stdout, deleted.stderr
+    assert alice.get(f"/gepa-runs/{created['id']}").status_code == 404
+    assert created["id"] not in [run["id"] for run in alice.get("/gepa-runs").json()]
+    assert alice.delete(f"/gepa-runs/{created['id']}").status_code == 404
 
 
 def test_a_succeeded_run_cannot_be_retried(alice: httpx.Client, optimised: dict[str, Any]) -> None:

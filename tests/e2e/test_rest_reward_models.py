@@ -39,11 +39,11 @@ def stack(
         yield running
 
 
-def _rated_traces(client: httpx.Client, count: int) -> list[str]:
+def _rated_traces(client: httpx.Client, count: int, prefix: str = "rated") -> list[str]:
     """Traces whose lookup call is rated + and whose answer is rated −: one explicit pair each."""
     trace_ids = []
     for number in range(count):
-        trace = orjson.loads(stash_line(f"rated-{number}"))
+        trace = orjson.loads(stash_line(f"{prefix}-{number}"))
         trace["steps"][1]["content"] = f"I want a refund for order {1100 + number}"
         imported = client.post("/traces/import", json={"format": "stash", "data": orjson.dumps(trace).decode()})
         trace_id = imported.json()["trace_ids"][0]
@@ -84,6 +84,11 @@ def test_a_model_trains_on_explicit_ratings(trained: dict[str, Any]) -> None:
     assert metrics["eval_split"] == "trace" and metrics["epochs"] == 2 and metrics["device"] == "cpu"
     assert metrics["final_loss"] > 0 and metrics["seconds"] > 0
     assert metrics["action_scoring_version"] == 1
+    quality = trained["quality"]
+    assert quality["eval"]["pairs"] == metrics["eval_pairs"] < quality["min_eval_pairs"]
+    assert quality["eval"]["measured"] is False and "too few held-out pairs to measure" in quality["eval"]["summary"]
+    assert quality["loss"]["final"] == metrics["final_loss"]
+    assert quality["loss"]["chance"] == pytest.approx(0.6931, abs=1e-4)
     assert trained["feedback"] is None  # no provider configured: no extraction was recorded
     progress = trained["progress"]
     assert progress["stage"] == "done"
@@ -121,21 +126,26 @@ def test_pairs_export_and_the_owner_only_routes(alice: httpx.Client, bob: httpx.
 
 def test_a_foreign_trace_is_404_naming_it(alice: httpx.Client, bob: httpx.Client) -> None:
     (bobs,) = _rated_traces(bob, 1)
+    (own,) = _rated_traces(alice, 1, prefix="own")
 
-    response = alice.post("/reward-models", json={"name": "stolen", "trace_ids": [bobs]})
+    response = alice.post("/reward-models", json={"name": "stolen", "trace_ids": [own, bobs]})
 
     assert response.status_code == 404
     assert bobs in response.text
 
 
 def test_too_few_pairs_fails_with_an_actionable_error_and_retry_keeps_the_model(alice: httpx.Client) -> None:
-    lonely = alice.post("/traces/import", json={"format": "stash", "data": stash_line("lonely")}).json()["trace_ids"]
+    lonely = [
+        alice.post("/traces/import", json={"format": "stash", "data": stash_line(name)}).json()["trace_ids"][0]
+        for name in ("lonely", "lonely-too")
+    ]
 
     created = alice.post("/reward-models", json={"name": "too small", "trace_ids": lonely}).json()
     failed = _finished(alice, created["id"])
 
     assert failed["status"] == "failed"
     assert "0 preference pairs" in failed["error"] or "no preference pair" in failed["error"]
+    assert failed["retryable"]  # rating actions of these traces lets the same model train
     assert alice.get(f"/reward-models/{created['id']}/weights").status_code == 404
     retried = alice.post(f"/reward-models/{created['id']}/retry")
     assert retried.status_code == 202
@@ -145,9 +155,46 @@ def test_too_few_pairs_fails_with_an_actionable_error_and_retry_keeps_the_model(
 
 
 def test_bad_training_settings_are_422(alice: httpx.Client) -> None:
-    trace_ids = alice.get("/traces").json()["traces"][0]["id"]
-    bad_config = {"name": "x", "trace_ids": [trace_ids], "training_config": {"input_version": 2}}
+    trace_ids = [trace["id"] for trace in alice.get("/traces").json()["traces"][:2]]
+    bad_config = {"name": "x", "trace_ids": trace_ids, "training_config": {"input_version": 2}}
 
     assert alice.post("/reward-models", json=bad_config).status_code == 422
     assert alice.post("/reward-models", json={"name": "x", "trace_ids": []}).status_code == 422
-    assert alice.post("/reward-models", json={"name": "x", "trace_ids": [trace_ids], "epochs": 0}).status_code == 422
+    single = alice.post("/reward-models", json={"name": "x", "trace_ids": trace_ids[:1]})
+    assert single.status_code == 422
+    assert single.json()["detail"] == (
+        "trace_ids: select 2 to 10000 traces, not 1: evaluation holds out whole traces, so training needs at least two"
+    )
+    assert alice.post("/reward-models", json={"name": "x", "trace_ids": trace_ids, "epochs": 0}).status_code == 422
+
+
+def _learned(client: httpx.Client, trace_id: str, model_id: str) -> list[dict[str, Any]]:
+    """The trace's scores, action scores and scoring runs of one model."""
+    detail = client.get(f"/traces/{trace_id}").json()
+    found = (*detail["scores"], *detail["action_scores"], *detail["scoring_runs"])
+    return [item for item in found if item["reward_model_id"] == model_id]
+
+
+def test_a_model_is_deleted_once_settled_with_its_checkpoint_and_learned_scores(
+    alice: httpx.Client, bob: httpx.Client, bucket: str, s3_endpoint_url: str
+) -> None:
+    trace_ids = _rated_traces(alice, 2, prefix="deleted")
+    created = alice.post("/reward-models", json={"name": "to delete", "trace_ids": trace_ids}).json()
+    early = alice.delete(f"/reward-models/{created['id']}")
+    assert _finished(alice, created["id"])["status"] == "succeeded"
+    deadline = time.monotonic() + TRAINING_WAIT_S
+    while not _learned(alice, trace_ids[0], created["id"]) and time.monotonic() < deadline:
+        time.sleep(0.5)  # the trainer publishes the training job's scores right after the model succeeded
+    assert _learned(alice, trace_ids[0], created["id"])
+    key = f"reward-models/{alice.get('/me').json()['user_id']}/{created['id']}.tar.gz"
+
+    foreign = bob.delete(f"/reward-models/{created['id']}")
+    deleted = alice.delete(f"/reward-models/{created['id']}")
+
+    assert early.status_code == 409 and "it can be deleted once it succeeded or failed" in early.json()["detail"]
+    assert (foreign.status_code, deleted.status_code) == (404, 204)
+    assert alice.get(f"/reward-models/{created['id']}").status_code == 404
+    assert created["id"] not in [model["id"] for model in alice.get("/reward-models").json()]
+    assert all(_learned(alice, trace_id, created["id"]) == [] for trace_id in trace_ids)
+    assert "Contents" not in s3_client(s3_endpoint_url).list_objects_v2(Bucket=bucket, Prefix=key)
+    assert alice.delete(f"/reward-models/{created['id']}").status_code == 404

@@ -216,8 +216,8 @@ def test_a_trace_without_an_action_is_422(alice: httpx.Client, model: dict[str, 
 
 
 def test_a_model_that_did_not_succeed_is_409(alice: httpx.Client, scored: dict[str, Any]) -> None:
-    lonely = _imported(alice, orjson.loads(stash_line("unrated")))
-    created = alice.post("/reward-models", json={"name": "too small", "trace_ids": [lonely]}).json()
+    unrated = [_imported(alice, orjson.loads(stash_line(name))) for name in ("unrated", "unrated-too")]
+    created = alice.post("/reward-models", json={"name": "too small", "trace_ids": unrated}).json()
     assert _finished_model(alice, created["id"])["status"] == "failed"
 
     response = alice.post(f"/traces/{scored['trace_id']}/score", json={"reward_model_id": created["id"]})
@@ -235,3 +235,23 @@ def test_the_trace_list_shows_each_scored_trace_latest_score(
         assert (latest["reward_model_id"], latest["reward_model_name"]) == (model["id"], "refund credit")
         assert isinstance(latest["score"], float)
     assert all("latest_score" in trace for trace in listed.values())
+
+
+def test_a_reimport_never_shows_the_action_scores_of_steps_it_replaced(
+    alice: httpx.Client, model: dict[str, Any]
+) -> None:
+    trace = _longer_trace("reimported")
+    trace_id = _imported(alice, trace)
+    assert alice.post(f"/traces/{trace_id}/score", json={"reward_model_id": model["id"]}).status_code == 202
+    before = _published(alice, trace_id, model["id"])
+    trace["steps"][-1]["content"] = "Refunds reach your card within three business days."
+
+    assert _imported(alice, trace) == trace_id
+    after = alice.get(f"/traces/{trace_id}").json()
+
+    # This stack's scorer waits an hour before it acts on a change, so it still holds the old steps' scores;
+    # the stored trace replaced every step (new ids), and the view shows none of their scores.
+    assert {score["step_id"] for score in _model_actions(before, model["id"])} == set(_action_ids(before))
+    assert not {step["id"] for step in after["steps"]} & {step["id"] for step in before["steps"]}
+    assert _model_actions(after, model["id"]) == []
+    assert _model_runs(after, model["id"])  # the run that scored the old revision is still listed

@@ -2,7 +2,6 @@
 
 import gzip
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -12,15 +11,14 @@ import pytest
 from support.claude_code import looping_test_session
 from support.ingest import stash_line
 from support.long_trace import long_trace_line
-from support.stack import RunningStack, running_stack
+from support.stack import RunningStack
 
 WAIT_S = 30
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    with running_stack(tmp_path_factory.mktemp("list")) as running:
-        yield running
+def stack(embedded_stack: RunningStack) -> RunningStack:
+    return embedded_stack.for_module("list")
 
 
 def _imported(client: httpx.Client, data: str, fmt: str = "stash", **fields: Any) -> str:

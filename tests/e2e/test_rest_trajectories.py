@@ -14,16 +14,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from support.claude_code import looping_test_session
 from support.fixtures import REAL_FIXTURES
-from support.stack import RunningStack, running_stack
+from support.stack import RunningStack
 
 WAIT_S = 20
 FAILED_TEST = {"action": "test", "target_files": ["tests/test_dates.py"], "success": False, "duration_s": 1.5}
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    with running_stack(tmp_path_factory.mktemp("prm")) as running:
-        yield running
+def stack(embedded_stack: RunningStack) -> RunningStack:
+    return embedded_stack.for_module("prm")
 
 
 @pytest.fixture(scope="module")

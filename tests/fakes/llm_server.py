@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import threading
 import time
 import uuid
@@ -28,17 +29,26 @@ StatusResponder = Callable[[str, dict[str, Any]], int | None]
 LogprobResponder = Callable[[str, dict[str, Any]], dict[str, float] | None]
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client closing a kept-alive connection is how such a connection ends, not an error to print."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionResetError):
+            super().handle_error(request, client_address)
+
+
 class FakeLLM:
     """Answers `POST /v1/messages` (Anthropic) and `POST /v1/chat/completions` (OpenAI)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_alive: bool = False) -> None:
+        self.keep_alive = keep_alive  # HTTP/1.1 connections stay open between requests, as real providers' do
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.reply: Responder = lambda _path, _body: "ok"
         self.fail_status: int | None = None
         self.status_of: StatusResponder | None = None
         self.delay_s = 0.0
         self.logprobs: LogprobResponder | None = None
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -81,6 +91,8 @@ class FakeLLM:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if fake.keep_alive else "HTTP/1.0"
+
             def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")

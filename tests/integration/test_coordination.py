@@ -8,16 +8,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from structlog.testing import capture_logs
 
-from stash_common.coordination import (
-    MAX_PENDING_MESSAGES,
-    InProcessWakeups,
-    RedisWakeups,
-    Subscription,
-    Wakeups,
-    make_wakeups,
-)
+from stash_common.coordination import MAX_PENDING_MESSAGES, InProcessWakeups, Subscription, Wakeups, make_wakeups
 from stash_common.errors import Unavailable
+from stash_common.redis_wakeups import SOCKET_TIMEOUT_S, RedisWakeups
 
 # Generous bounds: they only show that a waiter woke up, never how fast.
 PROMPT_S = 5.0
@@ -126,8 +121,22 @@ def test_redis_wakeups_raise_unavailable_when_server_unreachable() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         url = f"redis://127.0.0.1:{sock.getsockname()[1]}/0"
-    with pytest.raises(Unavailable, match="Redis at 127.0.0.1"):
+    with capture_logs() as logs, pytest.raises(Unavailable) as raised:
         RedisWakeups(url).notify("models", "model-7 queued")
+
+    assert raised.value.message == "Redis is unavailable; retry shortly"  # no host or port for a caller
+    assert [entry["address"] for entry in logs if entry["log_level"] == "warning"] == [url.split("/")[2]]
+
+
+def test_a_redis_wait_longer_than_the_socket_timeout_returns_quietly(redis_url: str) -> None:
+    wakeups = RedisWakeups(redis_url)
+    subscription = wakeups.subscribe("models")
+
+    with capture_logs() as logs:
+        messages = subscription.wait(timeout_s=SOCKET_TIMEOUT_S + 5)
+
+    assert (messages, logs) == ([], [])
+    wakeups.close()
 
 
 def _collect(subscription: Subscription, count: int) -> list[str]:

@@ -75,6 +75,29 @@ def test_a_waiting_channel_reaches_a_server_that_starts_after_the_call() -> None
             server.stop(0)
 
 
+def test_a_server_still_starting_answers_unavailable_and_health_not_serving() -> None:
+    starting = start(_register, "127.0.0.1", 0, serving=False)
+    channel = open_channel(f"127.0.0.1:{starting.port}")
+    probe = channel.unary_unary(f"/{SERVICE}/Fail")
+    try:
+        with pytest.raises(grpc.RpcError) as refused:
+            probe(b"missing", timeout=10)
+        health_while_starting = check_health(channel)
+        starting.set_serving(True)
+        with pytest.raises(grpc.RpcError) as answered:
+            probe(b"missing", timeout=10)
+    finally:
+        channel.close()
+        starting.stop(0)
+
+    assert (refused.value.code(), refused.value.details()) == (
+        grpc.StatusCode.UNAVAILABLE,
+        "Probe is starting; retry shortly",
+    )
+    assert health_while_starting == "NOT_SERVING"
+    assert answered.value.code() == grpc.StatusCode.NOT_FOUND  # the servicer's own answer once started
+
+
 def test_reflection_lists_the_registered_services(channel: grpc.Channel) -> None:
     stub = reflection_pb2_grpc.ServerReflectionStub(channel)
     responses = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
@@ -111,15 +134,13 @@ def test_gateway_maps_statuses_to_http_with_the_reason(channel: grpc.Channel) ->
     ("request_message", "field"),
     [
         (
-            scorer_pb2.PublishTrainingScoresRequest(
-                traces=[
-                    scorer_pb2.TrainingTraceScores(trace_id="t1"),
-                    scorer_pb2.TrainingTraceScores(
-                        trace_id="t2", action_scores=[scorer_pb2.ActionScoreResult(step_id="s\x00")]
-                    ),
+            scorer_pb2.ReportScoringResultRequest(
+                action_scores=[
+                    scorer_pb2.ActionScoreResult(step_id="s1"),
+                    scorer_pb2.ActionScoreResult(step_id="s\x00"),
                 ]
             ),
-            "traces[1].action_scores[0].step_id",
+            "action_scores[1].step_id",
         ),
         (trainer_pb2.CompleteJobRequest(metrics={"device": "cpu\x00"}), "metrics.fields['device'].string_value"),
         (trainer_pb2.CompleteJobRequest(metrics={"a\x00": 1}), "metrics.fields (a key)"),

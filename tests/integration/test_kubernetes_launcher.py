@@ -12,8 +12,8 @@ import pytest
 from kubernetes import client
 
 from stash_common.errors import Unavailable
-from stash_common.kubernetes_launcher import KubernetesJob, KubernetesJobSettings, KubernetesLauncher, job_manifest
-from stash_common.launcher import JobEnd, JobLaunch
+from stash_common.jobs.kubernetes import KubernetesJob, KubernetesJobSettings, KubernetesLauncher, job_manifest
+from stash_common.jobs.launch import JobEnd, JobLaunch
 from support.kubernetes_api import KubernetesApi, emulated_kubernetes
 from support.manifests import strict_validation_errors
 from support.processes import refused_addresses
@@ -41,7 +41,7 @@ def kube() -> Iterator[KubernetesApi]:
 
 @pytest.fixture
 def launcher(kube: KubernetesApi) -> Iterator[KubernetesLauncher]:
-    running = KubernetesLauncher("stash_trainer.worker", SETTINGS, kube.api_client)
+    running = KubernetesLauncher(SETTINGS, kube.api_client)
     yield running
     running.stop()
 
@@ -77,7 +77,7 @@ def test_a_training_job_is_one_strictly_valid_gpu_job_named_after_its_launch(
     assert spec["suspend"] is True  # Kueue admits it
     pod = spec["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["command"] == ["python", "-m", "stash_trainer.worker", "--job", TRAIN.job_key]
+    assert container["command"] == ["python", "-m", "stash_common.jobs.worker", "train", "--job", TRAIN.job_key]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert container["resources"]["requests"]["memory"] == "8Gi"
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A10G"}
@@ -95,7 +95,7 @@ def test_a_training_job_is_one_strictly_valid_gpu_job_named_after_its_launch(
 def test_every_kinds_manifest_is_strictly_valid_and_only_gepa_runs_without_a_gpu(kind: str) -> None:
     launch = JobLaunch(kind, "run", "job-id", f"jobs/{kind}/job-id")
 
-    manifest = job_manifest(launch, f"stash_{kind}.worker", KubernetesJobSettings(), NAMESPACE)
+    manifest = job_manifest(launch, KubernetesJobSettings(), NAMESPACE)
 
     assert strict_validation_errors([manifest]) == []
     limits = manifest["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
@@ -105,7 +105,7 @@ def test_every_kinds_manifest_is_strictly_valid_and_only_gepa_runs_without_a_gpu
 
 def test_a_duplicate_launch_adopts_the_existing_job(kube: KubernetesApi, launcher: KubernetesLauncher) -> None:
     first = launcher.launch(TRAIN)
-    other_replica = KubernetesLauncher("stash_trainer.worker", SETTINGS, kube.api_client)
+    other_replica = KubernetesLauncher(SETTINGS, kube.api_client)
 
     second = other_replica.launch(TRAIN)
     kube.set_job_status(NAMESPACE, first.name, {"conditions": [{"type": "Complete", "status": "True"}]})
@@ -195,7 +195,7 @@ def test_another_replica_recovers_a_job_by_name_and_sees_how_it_ends(
     kube: KubernetesApi, launcher: KubernetesLauncher
 ) -> None:
     launched = launcher.launch(TRAIN)
-    restarted = KubernetesLauncher("stash_trainer.worker", SETTINGS, kube.api_client)
+    restarted = KubernetesLauncher(SETTINGS, kube.api_client)
 
     recovered = restarted.recover(launched.name)
     missing = restarted.recover("stash-train-never-launched")
@@ -215,7 +215,7 @@ def test_an_unreachable_api_server_refuses_new_jobs_and_leaves_a_jobs_state_unkn
     with refused_addresses(1) as (address,):
         configuration = client.Configuration()
         configuration.host = f"http://{address}"
-        launcher = KubernetesLauncher("stash_trainer.worker", SETTINGS, client.ApiClient(configuration))
+        launcher = KubernetesLauncher(SETTINGS, client.ApiClient(configuration))
         try:
             with pytest.raises(Unavailable, match="the Kubernetes API is unreachable creating Job"):
                 launcher.launch(TRAIN)

@@ -15,8 +15,9 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from stash_common.job_transfer import delete_files, download_files, job_key, upload_files
-from stash_common.launcher import JobEnd, JobLaunch, LocalSubprocessLauncher
+from stash_common.jobs.launch import JobEnd, JobLaunch
+from stash_common.jobs.local import LocalSubprocessLauncher
+from stash_common.jobs.transfer import delete_files, download_files, job_key, upload_files
 from stash_common.storage import LocalObjectStore
 from support.sleeping_worker import is_alive, worker_pid
 
@@ -34,7 +35,7 @@ def _ended(launcher: LocalSubprocessLauncher) -> JobEnd | None:
 
 def _launcher(tmp_path: Path, exit_code: int) -> LocalSubprocessLauncher:
     env = {"PYTHONPATH": str(TESTS_DIR), "STASH_TEST_EXIT_CODE": str(exit_code)}
-    return LocalSubprocessLauncher("support.exiting_worker", tmp_path / "logs", env)
+    return LocalSubprocessLauncher(tmp_path / "logs", env, "support.exiting_worker")
 
 
 def test_a_worker_that_fails_is_named_by_its_exit_code_and_last_log_line(tmp_path: Path) -> None:
@@ -90,7 +91,7 @@ def busy_grpc_channel() -> Iterator[None]:
 def test_workers_launched_beside_live_grpc_channels_all_start(tmp_path: Path) -> None:
     """Python code between fork and exec (a preexec_fn) aborted about one such child in fifty (grpc/grpc#43055)."""
     env = {"PYTHONPATH": str(TESTS_DIR), "STASH_TEST_EXIT_CODE": "0"}
-    launcher = LocalSubprocessLauncher("support.exiting_worker", tmp_path / "logs", env)
+    launcher = LocalSubprocessLauncher(tmp_path / "logs", env, "support.exiting_worker")
     launches = [JobLaunch("train", f"model-{n}", f"job-{n}", f"jobs/trainer/job-{n}") for n in range(100)]
 
     with busy_grpc_channel():
@@ -119,10 +120,11 @@ def test_a_jobs_files_travel_through_object_storage_and_are_deleted_after(tmp_pa
 LAUNCHING_SERVICE = """
 import sys, threading
 from pathlib import Path
-from stash_common.launcher import JobLaunch, LocalSubprocessLauncher
+from stash_common.jobs.launch import JobLaunch
+from stash_common.jobs.local import LocalSubprocessLauncher
 from support.sleeping_worker import PID_VARIABLE
 pids = Path(sys.argv[1])
-launcher = LocalSubprocessLauncher("support.sleeping_worker", pids.parent / "logs", {PID_VARIABLE: str(pids)})
+launcher = LocalSubprocessLauncher(pids.parent / "logs", {PID_VARIABLE: str(pids)}, "support.sleeping_worker")
 def dispatch():
     launcher.launch(JobLaunch("gepa", "run-1", "job-1", "jobs/gepa/job-1"))
     threading.Event().wait()

@@ -14,6 +14,7 @@ from stash_ingest import store as ingest_store
 from stash_labeler import store as labeler_store
 from stash_scorer import store as scorer_store
 from stash_trainer import store as trainer_store
+from stash_trainer.evaluator import store as evaluator_store  # noqa: F401  (the trainer's evaluator tables)
 
 # Every service with tables: (service, migrations directory, declarative base).
 OWNERS = [
@@ -30,7 +31,7 @@ OWNERS = [
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'migrations.db'}"
-    return request.getfixturevalue("postgres_url")
+    return request.getfixturevalue("empty_postgres_url")
 
 
 @pytest.mark.parametrize(("service", "migrations", "base"), OWNERS)

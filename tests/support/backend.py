@@ -57,7 +57,7 @@ def serve_backend(database_url: str, artifact_dir: Path) -> Iterator[Backend]:
         env.delenv("STASH_TEST_SCORING_WORKER", raising=False)
         ingest_port, labeler_port = free_port(), free_port()
         labeler_stub = labeler_pb2_grpc.LabelerServiceStub(open_channel(f"127.0.0.1:{labeler_port}"))
-        announcer = Announcer(LabelerClient(labeler_stub).announce_revision)
+        announcer = Announcer(LabelerClient(labeler_stub).announce_revisions)
         ingest, stop_ingest = serve_ingest(database_url, derive_title, announcer, port=ingest_port)
         labeler = serve_labeler(database_url, ingest, RuleLabeler(), port=labeler_port)
         trainer = serve_trainer(database_url)

@@ -31,8 +31,10 @@ def sign_in(page: Page, key: str) -> None:
 
 
 def signed(value: float | None) -> str:
-    """A score as the UI writes it: +0.35, −1.00 (a real minus sign), 0.00, — for none."""
+    """A score as the UI writes it: +0.35, −1.00 (a real minus sign), 0.00 (also for −0.001), — for none."""
     if value is None:
         return "—"
     text = f"{abs(value):.2f}"
-    return f"+{text}" if value > 0 else f"−{text}" if value < 0 else text
+    if float(text) == 0:
+        return text  # never "−0.00"
+    return f"+{text}" if value > 0 else f"−{text}"

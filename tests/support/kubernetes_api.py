@@ -75,6 +75,10 @@ def emulated_kubernetes() -> Iterator[KubernetesApi]:
             served.update(url=str(server.url).rstrip("/"), loop=asyncio.get_running_loop(), stop=stop)
             ready.set()
             await stop.wait()
+            # Like a real API server ending its watches at shutdown, close the connections: a watch the emulator
+            # holds open (it ignores timeoutSeconds) would otherwise delay the shutdown until the client gives up.
+            for connection in server.server.runner.server.connections:
+                connection.force_close()
 
     thread = threading.Thread(target=asyncio.run, args=(serve(),), name="kubernetes-emulator", daemon=True)
     thread.start()

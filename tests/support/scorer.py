@@ -20,7 +20,8 @@ from stash.rm.v1 import common_pb2, scorer_pb2, scorer_pb2_grpc, trainer_pb2, tr
 from stash_common.channels import open_channel
 from stash_common.coordination import InProcessWakeups, Wakeups
 from stash_common.db import make_engine, make_sessions, transaction, upgrade
-from stash_common.launcher import Launcher, LocalSubprocessLauncher
+from stash_common.jobs.launch import Launcher
+from stash_common.jobs.local import LocalSubprocessLauncher
 from stash_common.server import start
 from stash_common.storage import LocalObjectStore
 from stash_common.training_metrics import TRAINING_METRIC_KEYS
@@ -28,6 +29,7 @@ from stash_scorer.api import ScorerServicer
 from stash_scorer.background import BackgroundScoring
 from stash_scorer.clients import IngestClient, TrainerClient
 from stash_scorer.dispatcher import Dispatcher, JobSettings
+from stash_scorer.releases import Releases
 from stash_scorer.runs import Scoring
 from stash_scorer.store import MIGRATIONS_DIR
 from stash_trainer import store as trainer_store
@@ -77,7 +79,7 @@ def serve_trainer(database_url: str) -> RunningTrainer:
     upgrade("trainer", trainer_store.MIGRATIONS_DIR, database_url)
     engine = make_engine(database_url)
     sessions = make_sessions(engine)
-    servicer = TrainerServicer(sessions, None, None, None, "base", "local")
+    servicer = TrainerServicer(sessions, None, None, None, None, "base", "local")
 
     def register(server: grpc.Server) -> list[str]:
         trainer_pb2_grpc.add_TrainerServiceServicer_to_server(servicer, server)
@@ -136,11 +138,11 @@ def serve_scorer(
     # The worker's object store is the one it finds in STASH_DATA_DIR: the same directory as the dispatcher's.
     objects = LocalObjectStore(artifact_dir / "artifacts", "http://127.0.0.1:1", b"k" * 32)
     launcher = launcher or LocalSubprocessLauncher(
-        FAKE_WORKER, artifact_dir / "logs", {"STASH_DATA_DIR": str(artifact_dir)}
+        artifact_dir / "logs", {"STASH_DATA_DIR": str(artifact_dir)}, FAKE_WORKER
     )
     dispatcher = Dispatcher(sessions, traces, objects, launcher, wakeups or InProcessWakeups(), settings, background)
-    scoring = Scoring(sessions, traces, TrainerClient(trainer), dispatcher.wake)
-    servicer = ScorerServicer(sessions, scoring)
+    scoring = Scoring(sessions, traces, TrainerClient(trainer), dispatcher.wake, objects)
+    servicer = ScorerServicer(sessions, scoring, Releases(sessions, objects, dispatcher.wake))
 
     def register(server: grpc.Server) -> list[str]:
         scorer_pb2_grpc.add_ScorerServiceServicer_to_server(servicer, server)

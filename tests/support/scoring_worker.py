@@ -1,4 +1,4 @@
-"""A stand-in scoring worker (`python -m support.scoring_worker --job <key>`) for tests about the scorer service.
+"""A stand-in scoring worker (`python -m support.scoring_worker <kind> --job <key>`) for tests about the scorer service.
 
 Like the real worker it downloads the job's files from object storage (the one STASH_DATA_DIR names)
 into its own scratch directory and reports fixed scores over real gRPC, without loading a model:
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from stash.rm.v1 import common_pb2, scorer_pb2, scorer_pb2_grpc
 from stash_common.channels import open_channel
-from stash_common.job_transfer import download_files
+from stash_common.jobs.transfer import download_files
 from stash_common.parent_death import follow_parent
 from stash_common.settings import load
 from stash_common.storage import ObjectStore
@@ -93,4 +93,4 @@ def run(objects: ObjectStore, key: str, job_dir: Path) -> int:
 
 if __name__ == "__main__":
     follow_parent()  # as every worker does first
-    raise SystemExit(main(sys.argv[2]))  # argv: --job <key>
+    raise SystemExit(main(sys.argv[-1]))  # argv: <kind> --job <key>

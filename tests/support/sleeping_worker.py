@@ -1,4 +1,4 @@
-"""A stand-in worker (`python -m support.sleeping_worker --job <key>`) that is alive but slow: it never ends by itself.
+"""A stand-in worker (`python -m support.sleeping_worker <kind> --job <key>`), alive but slow: it never ends.
 
 It writes its process id to `$STASH_TEST_PID_DIR/<last part of the job key>.pid` once it runs, so a
 test can kill it with SIGKILL, then sleeps until it is killed.
@@ -38,7 +38,7 @@ def is_alive(pid: int) -> bool:
 
 if __name__ == "__main__":
     follow_parent()  # as every worker does first
-    pid_file = Path(os.environ[PID_VARIABLE]) / f"{sys.argv[2].rsplit('/', 1)[-1]}.pid"
+    pid_file = Path(os.environ[PID_VARIABLE]) / f"{sys.argv[-1].rsplit('/', 1)[-1]}.pid"
     pid_file.with_suffix(".tmp").write_text(str(os.getpid()))
     pid_file.with_suffix(".tmp").rename(pid_file)  # whole, or not there at all
     threading.Event().wait()

@@ -19,20 +19,28 @@ from support.processes import stack_env, stash_rm
 class RunningStack:
     """A `stash-rm up` process and what it was started with."""
 
-    def __init__(self, data_dir: Path, env: dict[str, str], process: subprocess.Popen[str]) -> None:
+    def __init__(
+        self, data_dir: Path, env: dict[str, str], process: subprocess.Popen[str], user_suffix: str = ""
+    ) -> None:
         self.data_dir = data_dir
         self.env = env
         self.process = process
+        self.user_suffix = user_suffix
         self.gateway_url = f"http://127.0.0.1:{env['STASH_GATEWAY_PORT']}"
         self.api_url = f"{self.gateway_url}/api/v1/rm"
+
+    def for_module(self, tag: str) -> RunningStack:
+        """This stack as one of the test modules that share it: the users it creates are named `<name>-<tag>`,
+        so that two modules asking for `alice` get two users."""
+        return RunningStack(self.data_dir, self.env, self.process, user_suffix=f"-{tag}")
 
     def pid(self, service: str) -> int:
         """The process id `up` recorded for a service."""
         return int((self.data_dir / "run" / f"{service}.pid").read_text())
 
     def create_user(self, name: str) -> str:
-        """A new user through the CLI; returns its full-access key."""
-        created = stash_rm("users", "create", name, env=self.env)
+        """A new user through the CLI (named `name` and the stack's user suffix); returns its full-access key."""
+        created = stash_rm("users", "create", f"{name}{self.user_suffix}", env=self.env)
         assert created.returncode == 0, created.stderr
         return created.stdout.split("shown once): ")[1].split()[0]
 

@@ -15,13 +15,13 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from support.browser import CHROMIUM, VIEWPORT
 from support.processes import stash_rm
-from support.stack import RunningStack, running_stack
+from support.stack import RunningStack
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    with running_stack(tmp_path_factory.mktemp("ui")) as running:
-        yield running
+def stack(embedded_stack: RunningStack, request: pytest.FixtureRequest) -> RunningStack:
+    """The session's stack, whose users this module names its own (`alice-<module>`)."""
+    return embedded_stack.for_module(request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_"))
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def alice_key(stack: RunningStack) -> str:
 @pytest.fixture(scope="module")
 def alice_read_only_key(stack: RunningStack, alice_key: str) -> str:
     """A second key of alice's that may only read."""
-    created = stash_rm("keys", "create", "alice", "--read-only", env=stack.env)
+    created = stash_rm("keys", "create", f"alice{stack.user_suffix}", "--read-only", env=stack.env)
     assert created.returncode == 0, created.stderr
     return created.stdout.split("shown once): ")[1].split()[0]
 

@@ -127,14 +127,29 @@ def test_a_trained_model_shows_metrics_and_its_checkpoint_downloads(
     expect(page.locator("#model-progress")).to_have_text(
         re.compile(r"waiting for a worker|preparing the training pairs .*|step \d+ of \d+( · loss \d\.\d{3})?|done")
     )
+    # Just queued: a delete would have to cancel training, so it waits until the model settled.
+    expect(page.locator("#delete-model")).to_be_disabled()
+    expect(page.locator("#delete-model")).to_have_attribute(
+        "title", "A model can be deleted once it succeeded or failed"
+    )
     trained = _finished(alice, model_id)
     assert trained["status"] == "succeeded", trained["error"]
 
     expect(page.locator(".status")).to_have_text("succeeded", timeout=10_000)
     expect(page.locator("#model-progress")).to_have_text("done")
+    expect(page.locator("#delete-model")).to_be_enabled()
     metrics = trained["metrics"]
     expect(page.locator("#model-metrics")).to_contain_text(f"{metrics['train_pairs']} pair")
     expect(page.locator("#model-metrics")).to_contain_text(f"{metrics['epochs']} epoch")
+    quality = trained["quality"]  # a handful of rated traces: too few held-out pairs for a percentage
+    expect(page.locator("#model-metrics")).to_contain_text(quality["eval"]["summary"])
+    assert "%" not in quality["eval"]["summary"], quality["eval"]
+    expect(page.locator("#model-metrics")).to_contain_text("(chance is ln 2 = 0.693; Bradley–Terry, lower is better)")
+    warning = page.locator("#model-loss-warning")
+    if quality["loss"]["moved"]:
+        expect(warning).to_have_count(0)
+    else:
+        expect(warning).to_contain_text("training did not move the loss off chance")
     page.click("#view-report")
     expect(page.locator("#learning-report")).to_be_visible()
     screenshot(page, "model")
@@ -171,15 +186,35 @@ def test_learned_action_credit_is_scored_and_shown_in_the_trace(
     assert scores
     for score in scores:
         badge = page.locator(f"article[data-step-id='{score['step_id']}'] .credit-badge")
-        expect(badge).to_have_text(f"credit {signed(score['credit'])}")
+        expect(badge).to_have_text(f"learned credit {signed(score['credit'])}")
     highlighted = page.locator("article.credit-positive, article.credit-negative")
     expect(highlighted).to_have_count(sum(1 for score in scores if score["credit"] != 0))
+    expect(page.locator("#minimap-legend")).to_contain_text("Cells: learned credit of refunds-2")
     screenshot(page, "trace-learned-credit")
     page.select_option("#credit-model", "")
     expect(page.locator(".credit-badge")).to_have_count(0)
 
 
-def test_a_failed_model_shows_its_error_and_can_be_retried(page: Page, alice_key: str, alice: httpx.Client) -> None:
+def test_the_trace_view_links_the_models_trained_on_it(
+    page: Page, alice_key: str, alice: httpx.Client, refund_traces: list[str], training: str
+) -> None:
+    billing = next(trace["id"] for trace in alice.get("/traces").json()["traces"] if trace["source_id"] == "billing")
+    sign_in(page, alice_key)
+    page.goto(f"/traces/{billing}")  # never selected for training
+    expect(page.locator("#trace-title")).to_be_visible()
+    expect(page.locator("#trained-into")).to_have_count(0)
+
+    page.goto(f"/traces/{refund_traces[0]}")
+    expect(page.locator("#trained-into")).to_contain_text(re.compile(r"^Trained into: refunds-2(, refunds)?$"))
+    screenshot(page, "trace-trained-into")
+    page.click(f"#trained-into a[href='/models/{training}']")
+    page.wait_for_url(f"**/models/{training}")
+    expect(page.locator("#model-name")).to_have_text("refunds-2")
+
+
+def test_a_failed_model_shows_its_error_can_be_retried_and_deleted(
+    page: Page, alice_key: str, alice: httpx.Client
+) -> None:
     # One answer per trace and no ratings: no pair to learn from, so training fails before loading a model.
     unrated = [
         alice.post(
@@ -200,10 +235,21 @@ def test_a_failed_model_shows_its_error_and_can_be_retried(page: Page, alice_key
     page.goto(f"/models/{model_id}")
 
     expect(page.locator("#model-error-text")).to_have_text(failed["error"])
+    assert failed["retryable"]  # ratings added to these traces would let the same model train
+    shown = page.locator("#model-error").element_handle()
     with page.expect_response(re.compile(r"/reward-models/[^/]+/retry$")) as retried:
         page.click("#retry-model")
     assert retried.value.status == 202
+    shown.wait_for_element_state("hidden")  # the page drew the retried model (queued, running or failed again)
     expect(page.locator("#model-error-text")).to_have_text(failed["error"], timeout=TRAINING_WAIT_S * 1000)
+    screenshot(page, "model-failed")
+
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.click("#delete-model")
+    page.wait_for_url(re.compile(r"/models$"))
+    expect(page.locator("h1")).to_have_text("Reward models")
+    expect(page.locator(f"#model-table tr[data-model-id='{model_id}']")).to_have_count(0)
+    assert alice.get(f"/reward-models/{model_id}").status_code == 404
 
 
 def test_a_read_only_key_cannot_train(page: Page, alice_read_only_key: str) -> None:

@@ -135,7 +135,11 @@ def test_the_explorer_walks_the_task_tree_with_keys_and_opens_a_step(
     expect(page.locator("#section-list .section-score:text('0.50')")).to_have_count(len(graded))
     page.locator("#section-list .section-score:text('0.50')").first.hover()
     expect(page.locator("#score-tooltip")).to_be_visible()
-    expect(page.locator("#score-tooltip")).to_have_text("Objective: oWhy: r")
+    # The pill says what it is before its objective and reason.
+    expect(page.locator("#score-tooltip")).to_have_text(
+        "Estimated success at this section's own objective, 0–1 (the fast model's estimate; not action credit)"
+        "Objective: oWhy: r"
+    )
     screenshot(page, "sections-score-reason")
     page.mouse.move(0, 0)
     page.keyboard.press("ArrowDown")
@@ -156,15 +160,63 @@ def test_the_explorer_walks_the_task_tree_with_keys_and_opens_a_step(
     page.keyboard.press("ArrowRight")
     page.keyboard.press("ArrowDown")
     page.keyboard.press("Enter")
-    second = first_task["children"][1]
-    # A section without parts opens as its collapsed message rows, 28 px each.
-    expect(page.locator("#section-list .message-row")).to_have_count(len(second["step_ids"]))
-    _selected_step(page).to_have_attribute("data-step", str(step_number[second["first_step_id"]]))
-    assert page.locator("#section-list .message-row").first.bounding_box()["height"] == 28  # type: ignore[index]
-    screenshot(page, "sections-messages")
+    second, third = first_task["children"][1], first_task["children"][2]
+    first_step = step_number[second["first_step_id"]]
+    # A leaf opens the whole trace at its first step: 28 px message rows, a divider where each section starts.
+    _selected_step(page).to_have_attribute("data-step", str(first_step))
+    expect(page.locator(f".phase-divider[data-step='{first_step}']")).to_have_text(
+        f"{first_task['title']} › {second['title']}"
+    )
+    expect(page.locator("#breadcrumbs")).to_have_text(
+        f"Whole trace › {first_task['title']} › {second['title']}Back to sections"
+    )
+    expect(page.locator("#breadcrumbs button")).to_have_text(["Whole trace", first_task["title"], "Back to sections"])
+    assert page.locator("#section-trace").evaluate("(scroller) => scroller.scrollTop") > 0  # earlier steps above
+    selected = page.locator("#section-list .message-row.selected").bounding_box()
+    top = page.locator("#section-trace").bounding_box()
+    assert selected is not None and top is not None and selected["height"] == 28
+    assert 0 <= selected["y"] - top["y"] <= 28  # at the top, below its section's divider
+    screenshot(page, "sections-trace")
+    page.keyboard.press("ArrowDown")
+    _selected_step(page).to_have_attribute("data-step", str(first_step + 1))
+
+    # Scrolling on, the breadcrumb follows the rows into the next section.
+    divider = page.locator(f".phase-divider[data-step='{step_number[third['first_step_id']]}']").bounding_box()
+    assert divider is not None
+    page.locator("#section-trace").hover()
+    page.mouse.wheel(0, divider["y"] - top["y"] + 4)
+    expect(page.locator("#breadcrumbs .current-section")).to_have_text(third["title"])
+    screenshot(page, "sections-trace-scrolled")
+    page.click("#back-to-sections")
+    expect(page.locator(".section-row.selected .section-title")).to_have_text(third["title"])
+    assert _titles(page) == [child["title"] for child in first_task["children"]]
+
     page.keyboard.press("Enter")
-    page.wait_for_url(re.compile(rf"\?step={step_number[second['first_step_id']]}$"))
-    expect(page.locator(f"#step-{step_number[second['first_step_id']]}")).to_have_class(re.compile("selected"))
+    _selected_step(page).to_have_attribute("data-step", str(step_number[third["first_step_id"]]))
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(rf"\?step={step_number[third['first_step_id']]}$"))
+    expect(page.locator(f"#step-{step_number[third['first_step_id']]}")).to_have_class(re.compile("selected"))
+
+
+def test_a_leading_system_message_stays_with_the_first_request(page: Page, alice_key: str, stack: RunningStack) -> None:
+    steps = [
+        {"role": "system", "content": "You are the support agent of an online shop."},
+        {"role": "user", "content": "Where is my order 1182?"},
+        {"role": "assistant", "content": "It was delivered yesterday."},
+        {"role": "user", "content": "And order 1183?"},
+        {"role": "assistant", "content": "It ships tomorrow."},
+    ]
+    with stack.client(alice_key) as client:
+        data = json.dumps({"id": "leading-system", "title": "Two orders", "steps": steps})
+        trace_id = client.post("/traces/import", json={"format": "stash", "data": data}).json()["trace_ids"][0]
+    sign_in(page, alice_key)
+
+    page.goto(f"/traces/{trace_id}/sections")
+
+    expect(page.locator("#section-list .section-row")).to_have_count(2)
+    assert _titles(page) == ["Where is my order 1182?", "And order 1183?"]
+    expect(page.locator("#section-list .section-row").first).to_have_attribute("data-first-step", "1")
+    screenshot(page, "sections-leading-system")
 
 
 def _rail_y(page: Page, index: int, count: int) -> float:
@@ -353,5 +405,6 @@ def test_a_single_task_trace_lands_on_its_steps_with_the_task_as_breadcrumb(
 
     expect(page.locator("#breadcrumbs")).to_have_text(task["title"])
     expect(page.locator("#section-list .message-row")).to_have_count(len(steps))
+    expect(page.locator("#back-to-sections")).to_have_count(0)
     page.keyboard.press("ArrowLeft")  # back stops at this overview
     expect(page.locator("#section-list .message-row")).to_have_count(len(steps))

@@ -75,30 +75,35 @@ def _finished(client: httpx.Client, path: str) -> dict[str, Any]:
     raise TimeoutError(f"{path} did not finish within {WAIT_S}s")
 
 
-@pytest.fixture(scope="module")
-def model(stack: RunningStack, alice_key: str) -> dict[str, Any]:
-    """A model trained on six rated refund replies: those with a reference number +, refusals −."""
-    with stack.client(alice_key) as client:
-        trace_ids = []
-        for number in range(6):
-            order, good = str(1100 + number), number % 2 == 0
-            steps = [
-                {"role": "system", "content": "You are the support agent of an online shop."},
-                {"role": "user", "content": f"I want a refund for order {order}"},
-                {"role": "assistant", "content": _reply(order, good)},
-            ]
-            data = orjson.dumps({"id": f"refund-{order}", "steps": steps}).decode()
-            trace_id = client.post("/traces/import", json={"format": "stash", "data": data}).json()["trace_ids"][0]
-            reply = client.get(f"/traces/{trace_id}").json()["steps"][2]
-            rated = client.post(
-                f"/traces/{trace_id}/annotations", json={"step_id": reply["id"], "rating": 1 if good else -1}
-            )
-            assert rated.status_code == 201, rated.text
-            trace_ids.append(trace_id)
-        created = client.post("/reward-models", json={"name": "refunds", "trace_ids": trace_ids, "epochs": 3})
-        trained = _finished(client, f"/reward-models/{created.json()['id']}")
+def _trained(client: httpx.Client, name: str, orders: range, epochs: int) -> dict[str, Any]:
+    """A model trained on rated refund replies, one trace per order: those with a reference number +, refusals −."""
+    trace_ids = []
+    for number in orders:
+        order, good = str(number), number % 2 == 0
+        steps = [
+            {"role": "system", "content": "You are the support agent of an online shop."},
+            {"role": "user", "content": f"I want a refund for order {order}"},
+            {"role": "assistant", "content": _reply(order, good)},
+        ]
+        data = orjson.dumps({"id": f"refund-{order}", "steps": steps}).decode()
+        trace_id = client.post("/traces/import", json={"format": "stash", "data": data}).json()["trace_ids"][0]
+        reply = client.get(f"/traces/{trace_id}").json()["steps"][2]
+        rated = client.post(
+            f"/traces/{trace_id}/annotations", json={"step_id": reply["id"], "rating": 1 if good else -1}
+        )
+        assert rated.status_code == 201, rated.text
+        trace_ids.append(trace_id)
+    created = client.post("/reward-models", json={"name": name, "trace_ids": trace_ids, "epochs": epochs})
+    trained = _finished(client, f"/reward-models/{created.json()['id']}")
     assert trained["status"] == "succeeded", trained["error"]
     return trained
+
+
+@pytest.fixture(scope="module")
+def model(stack: RunningStack, alice_key: str) -> dict[str, Any]:
+    """A model trained on six rated refund replies."""
+    with stack.client(alice_key) as client:
+        return _trained(client, "refunds", range(1100, 1106), epochs=3)
 
 
 def test_a_run_started_from_a_model_shows_scores_candidates_and_the_skill(
@@ -141,3 +146,56 @@ def test_a_run_started_from_a_model_shows_scores_candidates_and_the_skill(
     page.click("a.back")
     expect(page.locator(f"#gepa-runs tr[data-run-id='{run_id}']")).to_contain_text("succeeded")
     screenshot(page, "skill-runs")
+
+
+def test_the_start_button_says_which_setting_a_default_model_lacks(
+    page: Page, alice_key: str, model: dict[str, Any]
+) -> None:
+    sign_in(page, alice_key)
+    page.goto("/skills")
+
+    # This stack serves reflection through STASH_GEPA_REFLECTION_API_BASE, but has no key for the default task model.
+    expect(page.locator("#gepa-submit")).to_be_disabled()
+    expect(page.locator("#gepa-missing")).to_have_text(
+        "No task model: the default, anthropic/claude-haiku-4-5, needs ANTHROPIC_API_KEY in the gepa service's"
+        " environment. Name a task model (any LiteLLM model string), or have the operator set ANTHROPIC_API_KEY."
+    )
+    screenshot(page, "skills-start-missing-key")
+    page.fill("#gepa-task-model", TASK)
+    expect(page.locator("#gepa-submit")).to_be_enabled()
+    expect(page.locator("#gepa-missing")).to_have_text("")
+
+
+def test_a_run_whose_model_was_deleted_offers_no_retry_and_both_are_deleted_from_their_pages(
+    page: Page, stack: RunningStack, alice_key: str, model: dict[str, Any]
+) -> None:
+    page.on("dialog", lambda dialog: dialog.accept())
+    with stack.client(alice_key) as client:
+        doomed = _trained(client, "short-lived", range(1200, 1204), epochs=1)
+        # The default task model lacks its key here: the run fails, and a retry could succeed once it is set.
+        created = client.post("/gepa-runs", json={"reward_model_id": doomed["id"], "reflection_model": REFLECTION})
+        run = _finished(client, f"/gepa-runs/{created.json()['id']}")
+    assert run["status"] == "failed" and run["retryable"], run
+    sign_in(page, alice_key)
+    page.goto(f"/skills/{run['id']}")
+    expect(page.locator("#retry-gepa")).to_be_visible()
+
+    page.goto(f"/models/{doomed['id']}")
+    page.click("#delete-model")
+    page.wait_for_url(re.compile(r"/models$"))
+    page.goto(f"/skills/{run['id']}")
+    page.click("#retry-gepa")
+
+    # Retried without its reward model, the run fails for good: the page says so and offers no retry.
+    expect(page.locator("#gepa-no-retry")).to_have_text(
+        "A retry would fail the same way: start a new run, or delete this one.", timeout=WAIT_S * 1000
+    )
+    expect(page.locator("#gepa-error-text")).to_have_text(f"reward model {doomed['id']} not found")
+    expect(page.locator("#retry-gepa")).to_have_count(0)
+    screenshot(page, "skill-run-no-retry")
+    page.click("a.back")
+    expect(page.locator(f"#gepa-runs tr[data-run-id='{run['id']}']")).to_contain_text("a deleted model")
+    page.goto(f"/skills/{run['id']}")
+    page.click("#delete-run")
+    page.wait_for_url(re.compile(r"/skills$"))
+    expect(page.locator(f"#gepa-runs tr[data-run-id='{run['id']}']")).to_have_count(0)

@@ -76,7 +76,9 @@ def test_the_imported_trace_shows_its_scores_patterns_and_every_step(
     page.goto(f"/traces/{imported['id']}")
 
     expect(page.locator("#trace-title")).to_have_text(imported["title"])
-    expect(page.locator("#trace-score")).to_have_text(f"score {signed(imported['evaluation']['score'])}")
+    expect(page.locator("#trace-score")).to_have_text(
+        f"automatic trace score {signed(imported['evaluation']['score'])}"
+    )
     expect(page.locator("#trace-outcome")).to_have_text(imported["evaluation"]["outcome"].replace("_", " "))
     card = page.locator("#patterns .pattern-card")
     expect(card).to_have_count(1)
@@ -90,10 +92,17 @@ def test_the_imported_trace_shows_its_scores_patterns_and_every_step(
     page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)
     expect(page.locator("#minimap-hover")).to_have_text(re.compile(r"^Step 1 · .* · Very thorough exploration.* · "))
     scored = next(index for index, step in enumerate(imported["steps"]) if step["metadata"].get("reward"))
+    reward = imported["steps"][scored]["metadata"]["reward"]
+    assert reward["expected_credit"] is not None  # the rule scores' anchored distribution gives one
     chip = page.locator(f"#step-{scored + 1} .score-chip")
-    expect(chip).to_have_text(signed(imported["steps"][scored]["metadata"]["reward"]["score"]))
+    # The pill says what it is: the expected credit, with its meaning on hover.
+    expect(chip).to_have_text(f"credit {signed(reward['expected_credit'])}")
+    expect(chip).to_have_attribute("title", re.compile(r"^Automatic credit \(−1…\+1\): the expected credit"))
+    expect(page.locator("#minimap-legend")).to_contain_text("Bars: automatic credit, −1…+1 on the left axis")
+    expect(page.locator("#minimap-legend")).to_contain_text("positive")
     chip.click()
     expect(page.locator(f"#step-{scored + 1} .breakdown")).to_contain_text("score (−1..+1)")
+    expect(page.locator(f"#step-{scored + 1} .breakdown")).to_contain_text("expected credit (shown)")
     screenshot(page, "trace-light")
 
 
@@ -128,6 +137,37 @@ def test_a_scored_task_gets_its_card_before_its_first_step(
     expect(card.locator(".task-score")).to_have_text(signed(task["score"]))
     expect(card).to_contain_text(f"Final answer{signed(task['answer_points'])}")
     expect(card).to_contain_text(f"Total work{signed(task['work_cost'])}")
+
+
+def test_imported_supervision_shows_as_imported_beside_the_rule_scores(
+    page: Page, alice_key: str, alice: httpx.Client
+) -> None:
+    trace = orjson.loads(stash_line("imported-supervision"))
+    trace["steps"].append({"role": "user", "content": "Great, thanks a lot!"})
+    trace["metadata"] = {"step_scores": [{"task_id": "refund", "score": 0.75}]}
+    terms = [{"reason": "grader: refund started correctly", "points": 0.5}]
+    trace["steps"][4]["metadata"] = {"reward": {"score": 0.5, "terms": terms}}
+    response = alice.post("/traces/import", json={"format": "stash", "data": orjson.dumps(trace).decode()})
+    assert response.status_code == 200, response.text
+    detail = _evaluated(alice, response.json()["trace_ids"][0])
+    rule = detail["steps"][4]["metadata"]["rule_reward"]
+    sign_in(page, alice_key)
+
+    page.goto(f"/traces/{detail['id']}")
+
+    expect(page.locator("#imported-task-scores")).to_have_text("imported task scores +0.75")
+    expect(page.locator("#trace-score")).to_have_text(f"automatic trace score {signed(detail['evaluation']['score'])}")
+    expect(page.locator("#step-5 .score-chip.imported")).to_have_text("imported +0.50")
+    rule_chip = page.locator("#step-5 button.score-chip")
+    expect(rule_chip).to_have_text(f"credit {signed(rule['expected_credit'])}")
+    rule_chip.click()
+    breakdown = page.locator("#step-5 .breakdown")
+    expect(breakdown).to_contain_text("answer accepted (confident)")
+    expect(breakdown).to_contain_text("imported: grader: refund started correctly")
+    expect(breakdown).to_contain_text("imported score")
+    # The rule task card stays where the task starts.
+    expect(page.locator(".task-card").first).to_contain_text("Final answer")
+    screenshot(page, "trace-imported-supervision")
 
 
 def test_list_shows_the_trace_with_source_score_and_counts(
@@ -199,8 +239,10 @@ def _quote_of(content: str, start: int, end: int) -> dict[str, str]:
 
 def _drag_select(page: Page, step_id: str, start: int, end: int) -> None:
     """Select content[start:end] of a step with the mouse, from the first character's left edge to
-    the last one's right edge, as a person would."""
+    the last one's right edge, as a person would. It aims once the page's requests have settled: a panel drawn
+    from a late answer (scores, sections, credit) moves the text between aim and drag."""
     page.wait_for_selector(f".content[data-step-id='{step_id}']")
+    page.wait_for_load_state("networkidle")
     points = page.evaluate(
         """([stepId, start, end]) => {
             const box = document.querySelector(`.content[data-step-id="${stepId}"]`);
@@ -241,6 +283,9 @@ def test_a_selected_quote_is_saved_with_its_rating_and_flagged(
     expected = _quote_of(content, start, end)
     sign_in(page, alice_key)
     page.goto(f"/traces/{imported['id']}")
+    # The completion estimate arrives after the rows and redraws the legend above them: select only once it
+    # has, or the text moves between measuring it and dragging over it.
+    expect(page.locator("#minimap-legend")).to_contain_text("Completion curve")
 
     _drag_select(page, step["id"], start, end)
     page.click("#annotate-selection")
@@ -320,6 +365,7 @@ def test_the_theme_is_remembered_across_a_reload(page: Page, alice_key: str, imp
     # Warm charcoal surfaces, cream text.
     assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(31, 28, 25)"
     assert page.evaluate("getComputedStyle(document.body).color") == "rgb(241, 232, 216)"
+    expect(page.locator("#step-1")).to_be_visible()
     screenshot(page, "trace-dark")
 
 
@@ -378,7 +424,7 @@ def test_connect_an_agent_shows_the_otlp_settings_and_a_new_key(
     new_key = found[1]
     with stack.client(new_key) as agent:
         me = agent.get("/me").json()
-    assert (me["user_name"], me["read_only"]) == ("alice", False)
+    assert (me["user_name"], me["read_only"]) == (f"alice{stack.user_suffix}", False)
 
 
 def test_a_read_only_key_sees_everything_and_every_write_is_disabled(
@@ -413,7 +459,7 @@ def test_another_users_trace_is_not_found(page: Page, bob_key: str, imported: di
 
 def test_a_switched_off_account_gets_a_clear_page(page: Page, stack: RunningStack) -> None:
     key = stack.create_user("carol")
-    assert stash_rm("users", "disable", "carol", env=stack.env).returncode == 0
+    assert stash_rm("users", "disable", f"carol{stack.user_suffix}", env=stack.env).returncode == 0
     page.goto("/")
     page.fill("#sign-in-key", key)
     page.click("form.sign-in button[type=submit]")
@@ -494,7 +540,8 @@ def test_a_quote_across_highlighted_code_keeps_its_exact_text(page: Page, alice_
     answer = 'Call it with a zone:\n```python\nparse_date("2026-03-02", tz=UTC)  # keep the zone\n```\nDone.'
     trace = {"steps": [{"role": "user", "content": "How do I parse dates?"}, {"role": "assistant", "content": answer}]}
     response = alice.post("/traces/import", json={"format": "stash", "data": orjson.dumps(trace).decode()})
-    detail = alice.get(f"/traces/{response.json()['trace_ids'][0]}").json()
+    # Evaluated first: the credit graph appearing with the grades would move the text between aim and drag.
+    detail = _evaluated(alice, response.json()["trace_ids"][0])
     step = detail["steps"][1]
     start = answer.index('"2026')
     end = answer.index("  # keep")
@@ -511,3 +558,113 @@ def test_a_quote_across_highlighted_code_keeps_its_exact_text(page: Page, alice_
     exported = [orjson.loads(line) for line in alice.get("/export/annotations").text.splitlines()]
     quote = next(item["quote"] for item in exported if item["comment"] == "Quoted across tokens")
     assert quote == _quote_of(answer, start, end)
+
+
+def test_the_minimap_bars_are_the_steps_expected_credit(page: Page, alice_key: str, imported: dict[str, Any]) -> None:
+    steps = imported["steps"]
+    shown = next(
+        index for index, step in enumerate(steps) if (step["metadata"].get("reward") or {}).get("expected_credit")
+    )
+    sign_in(page, alice_key)
+    page.goto(f"/traces/{imported['id']}")
+    box = page.locator("#minimap").bounding_box()
+    assert box is not None
+
+    page.mouse.move(box["x"] + (shown + 0.5) * box["width"] / len(steps), box["y"] + box["height"] / 2)
+
+    credit = signed(steps[shown]["metadata"]["reward"]["expected_credit"])
+    expect(page.locator("#minimap-hover")).to_have_text(re.compile(rf"· automatic credit {re.escape(credit)}"))
+
+
+def test_without_a_fast_model_sections_and_completion_say_which_setting_enables_them(
+    page: Page, alice_key: str, imported: dict[str, Any]
+) -> None:
+    sign_in(page, alice_key)
+    page.goto(f"/traces/{imported['id']}")
+
+    missing = page.locator("#completion-missing")
+    expect(missing).to_contain_text("Completion curve unavailable: no fast model is configured")
+    expect(missing).to_contain_text("STASH_ANTHROPIC_API_KEY")
+    screenshot(page, "trace-completion-unavailable")
+    page.click("#open-sections")
+    notice = page.locator("#sections-unscored")
+    expect(notice).to_contain_text(
+        "Section scores are unavailable: no fast model is configured: set STASH_ANTHROPIC_API_KEY"
+    )
+    expect(page.locator("#section-list .section-score.unscored").first).to_have_text("Unscored")
+    screenshot(page, "sections-unscored")
+
+
+def test_tool_inputs_are_shown_and_folded_only_when_long(page: Page, alice_key: str, alice: httpx.Client) -> None:
+    patch = "\n".join(f"line {number}: keep the time zone" for number in range(40))
+    steps = [
+        {"role": "user", "content": "Fix the dates and look up the order."},
+        {"role": "assistant", "content": "", "tool_name": "lookup_order", "tool_input": {"order_id": "1182"}},
+        {"role": "tool", "content": "delivered", "tool_name": "lookup_order"},
+        {"role": "assistant", "content": "", "tool_name": "apply_patch", "tool_input": {"patch": patch}},
+        {"role": "tool", "content": "applied", "tool_name": "apply_patch"},
+    ]
+    data = orjson.dumps({"id": "tool-inputs", "steps": steps}).decode()
+    trace_id = alice.post("/traces/import", json={"format": "stash", "data": data}).json()["trace_ids"][0]
+    sign_in(page, alice_key)
+    page.goto(f"/traces/{trace_id}")
+
+    short = page.locator("#step-2 details.disclosure")
+    expect(short).to_have_attribute("open", "")
+    expect(short.locator(".disclosure-body")).to_contain_text('"order_id": "1182"')
+    long = page.locator("#step-4 details.disclosure")
+    expect(long).not_to_have_attribute("open", "")
+    expect(long.locator("summary")).to_contain_text("Input to apply_patch")
+    screenshot(page, "trace-tool-inputs")
+    long.locator("summary").click()
+    expect(long.locator(".disclosure-body")).to_contain_text("line 39: keep the time zone")
+
+
+def test_the_step_list_fills_a_taller_window(page: Page, alice_key: str, imported: dict[str, Any]) -> None:
+    page.set_viewport_size({"width": 1440, "height": 500})
+    sign_in(page, alice_key)
+    page.goto(f"/traces/{imported['id']}")
+    expect(page.locator("#step-1")).to_be_visible()
+
+    page.set_viewport_size({"width": 1440, "height": 2600})
+
+    # The rows drawn reach the bottom of the (now much taller) list: no blank stretch below them.
+    page.wait_for_function(
+        "() => { const s = document.getElementById('steps'); const rows = [...s.querySelectorAll('.virtual-row')];"
+        " const bottom = Math.max(...rows.map((r) => r.getBoundingClientRect().bottom));"
+        " return bottom >= s.getBoundingClientRect().bottom; }"
+    )
+    screenshot(page, "trace-after-resize")
+
+
+def test_the_headers_rating_and_comment_counts_follow_a_saved_annotation(
+    page: Page, alice_key: str, alice: httpx.Client
+) -> None:
+    data = stash_line("counted")
+    trace_id = alice.post("/traces/import", json={"format": "stash", "data": data}).json()["trace_ids"][0]
+    sign_in(page, alice_key)
+    page.goto(f"/traces/{trace_id}")
+    counts = page.locator("#trace-counts")
+    expect(counts).to_have_text("+0 / −0 ratings · 0 comments")
+
+    page.locator("#step-3").get_by_role("button", name="Comment").click()
+    page.check("#rating-down")
+    page.fill("#annotation-comment", "Looked up the wrong order")
+    page.click("#annotation-save")
+
+    expect(counts).to_have_text("+0 / −1 ratings · 1 comment")
+    screenshot(page, "trace-counts")
+    summary = next(trace for trace in alice.get("/traces").json()["traces"] if trace["id"] == trace_id)
+    assert (summary["positive_count"], summary["negative_count"], summary["comment_count"]) == (0, 1, 1)
+
+
+def test_a_claude_code_slash_command_is_titled_by_its_name(page: Page, alice_key: str, alice: httpx.Client) -> None:
+    data = (REAL_FIXTURES / "claude-code" / "spotter-v2.1-task-subagent-parent.jsonl").read_text()
+    imported = alice.post("/traces/import", json={"format": "claude_code", "data": data}).json()
+    sign_in(page, alice_key)
+
+    row = page.locator(f"tr[data-trace-id='{imported['trace_ids'][0]}']")
+    expect(row.locator("td.title")).to_have_text("/handgemacht:create-beads")
+    row.locator("td.title a").click()
+    expect(page.locator("#trace-title")).to_have_text("/handgemacht:create-beads")
+    screenshot(page, "trace-claude-code-title")

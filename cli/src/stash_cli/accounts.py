@@ -48,15 +48,15 @@ class AdminClient(ApiClient):
 
     def create_user(self, name: str) -> dict[str, Any]:
         """A new user with its first full-access key (`key.key`, shown once)."""
-        return self.call("POST", "/users", json={"name": name})
+        return self.call_object("POST", "/users", json={"name": name})
 
     def create_key(self, user: str, name: str, read_only: bool) -> dict[str, Any]:
         """A new key (`key`, shown once) for the user with this name or id."""
-        return self.call("POST", f"/users/{_segment(user)}/keys", json={"name": name, "read_only": read_only})
+        return self.call_object("POST", f"/users/{_segment(user)}/keys", json={"name": name, "read_only": read_only})
 
     def switch_reward_models(self, user: str, enabled: bool) -> dict[str, Any]:
         """Enable or disable the reward-model API for the user with this name or id."""
-        return self.call("PATCH", f"/users/{_segment(user)}", json={"reward_models_enabled": enabled})
+        return self.call_object("PATCH", f"/users/{_segment(user)}", json={"reward_models_enabled": enabled})
 
 
 def _segment(user: str) -> str:

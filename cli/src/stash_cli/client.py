@@ -25,6 +25,14 @@ class ApiError(Exception):
         self.status_code = status_code
 
 
+def json_object(response: httpx.Response) -> dict[str, Any]:
+    """The response's JSON body, which the gateway's contract makes an object."""
+    body = response.json()
+    if not isinstance(body, dict):
+        raise ApiError(f"the gateway answered {type(body).__name__} where an object was expected")
+    return body
+
+
 class ApiClient:
     """JSON calls under one prefix of the gateway, with a bearer credential."""
 
@@ -37,6 +45,10 @@ class ApiClient:
         """The JSON answer, or ApiError naming the status and the gateway's reason."""
         response = self._request(method, path, **kwargs)
         return response.json() if response.content else None
+
+    def call_object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """`call` for routes that answer a JSON object."""
+        return json_object(self._request(method, path, **kwargs))
 
     def text(self, path: str) -> str:
         """The text of a GET (a download), or ApiError naming the status and the gateway's reason."""
@@ -69,22 +81,22 @@ class GatewayClient(ApiClient):
 
     def health(self) -> dict[str, Any]:
         """The gateway's /healthz answer (200 or 503 alike)."""
-        return self.http.get(f"{self.url}/healthz").json()
+        return json_object(self.http.get(f"{self.url}/healthz"))
 
     def import_traces(self, data: str, format_name: str = "auto", source_id: str | None = None) -> dict[str, Any]:
         """POST /traces/import."""
         body = {"format": format_name, "data": data, "source_id": source_id}
-        return self.call("POST", "/traces/import", json=body)
+        return self.call_object("POST", "/traces/import", json=body)
 
     def upload_transcript(self, data: bytes, agent: str = "auto") -> dict[str, Any]:
         """POST /api/v1/me/transcripts: `{agent, trace_id, external_id, result}`."""
         headers = {"Content-Type": "application/x-ndjson"}
         url = f"{self.url}{TRANSCRIPTS_PATH}"
-        return self._request("POST", url, content=data, params={"agent": agent}, headers=headers).json()
+        return json_object(self._request("POST", url, content=data, params={"agent": agent}, headers=headers))
 
     def query(self, sql: str) -> dict[str, Any]:
         """POST /query: `{columns, rows, truncated}`."""
-        return self.call("POST", "/query", json={"sql": sql})
+        return self.call_object("POST", "/query", json={"sql": sql})
 
 
 def _reason(response: httpx.Response) -> str:

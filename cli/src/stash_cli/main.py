@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 from rich.console import Console
@@ -19,7 +21,8 @@ from rich.table import Table
 from stash_cli.accounts import AdminClient, read_admin_key
 from stash_cli.backup import BackupError, export_account, import_account, is_account_export
 from stash_cli.client import ApiError, GatewayClient
-from stash_cli.demo import run_demo
+from stash_cli.demo import DemoFailed, demo_console, run_demo
+from stash_cli.evaluator import evaluator_app
 from stash_cli.hooks import AGENTS, HookError, current_home
 from stash_cli.hooks import flush as flush_pending
 from stash_cli.hooks import install as install_hook
@@ -41,11 +44,14 @@ from stash_cli.stack import (
     Layout,
     Stack,
     StackError,
+    claim,
     gateway_health,
     grpc_health,
     read_layout,
     read_restarts,
+    running_stack_id,
 )
+from stash_common.channels import ANOTHER_STACK
 from stash_common.errors import ConfigError
 from stash_common.settings import SERVICE_NAMES, load
 
@@ -62,6 +68,14 @@ hooks_app = typer.Typer(
 app.add_typer(hooks_app, name="hooks")
 skills_app = typer.Typer(help="Write a SKILL.md for your agent with GEPA against a reward model.", no_args_is_help=True)
 app.add_typer(skills_app, name="skills")
+app.add_typer(evaluator_app, name="evaluator")
+eval_app = typer.Typer(
+    help="Evaluate the feedback classifier on synthetic cases with the configured LLM provider.",
+    no_args_is_help=True,
+)
+app.add_typer(eval_app, name="eval")
+reviewers_app = typer.Typer(help="Share your traces with reviewers, who read and annotate them.", no_args_is_help=True)
+app.add_typer(reviewers_app, name="reviewers")
 console = Console(soft_wrap=True)
 errors = Console(stderr=True, soft_wrap=True)
 
@@ -111,6 +125,23 @@ def serve(name: Annotated[str, typer.Argument(help=f"One of: {', '.join(SERVICE_
     os.execv(sys.executable, [sys.executable, "-m", f"stash_{name}"])
 
 
+def _run_classifier_eval(suite: str) -> None:
+    # exec, not import: the suites run the trainer's own classifier, and the CLI depends on no service package.
+    os.execv(sys.executable, [sys.executable, "-m", "stash_trainer.classifier_eval", suite])
+
+
+@eval_app.command("feedback")
+def eval_feedback() -> None:
+    """Indirect criticism, approval, sarcasm, mixed outcomes, abstention, prompt injection: agreement per case type."""
+    _run_classifier_eval("feedback")
+
+
+@eval_app.command("learning")
+def eval_learning() -> None:
+    """Responses and tool calls with no annotations or user reactions: agreement per case type."""
+    _run_classifier_eval("learning")
+
+
 @app.command()
 def up(data_dir: DataDir = None) -> None:
     """Start all six services, restart any that crashes, stop them all on Ctrl-C or SIGTERM."""
@@ -126,11 +157,10 @@ def up(data_dir: DataDir = None) -> None:
             f"grpc 127.0.0.1:{stack.layout.otlp_grpc_port}"
         )
         console.print("Press Ctrl-C to stop.")
-        while True:
+        while not _stop_requested.is_set():
             for event in stack.supervise():
                 errors.print(f"[yellow]{event}[/yellow]; see {stack.layout.data_dir / 'logs'}")
             time.sleep(0.2)
-    except KeyboardInterrupt:
         console.print("Stopping…")
     finally:
         _ignore_signals()  # a second Ctrl-C must not cut the shutdown short and orphan a service
@@ -138,10 +168,29 @@ def up(data_dir: DataDir = None) -> None:
     console.print("Stopped.")
 
 
+_stop_requested = threading.Event()
+
+
 def _stop_on_signals() -> None:
-    """Ctrl-C and SIGTERM stop the stack, even when this process inherited them ignored (nohup, a script's `&`)."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _interrupt)
+    """Ctrl-C and SIGTERM stop the stack, even when this process inherited them ignored (nohup, a script's `&`).
+
+    The handler only records the request, and the loops that supervise the services check it: an exception
+    raised from a handler can land inside `Popen.poll` between taking and releasing its lock, and the shutdown
+    would then wait forever for that lock."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _request_stop)
+
+
+def _request_stop(*_: object) -> None:
+    _stop_requested.set()
+
+
+def _interrupt_on_signals() -> None:
+    """Ctrl-C and SIGTERM interrupt the work at once (for a demo's requests, where no service is polled)."""
+    if _stop_requested.is_set():
+        raise KeyboardInterrupt
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _interrupt)
 
 
 def _ignore_signals() -> None:
@@ -154,18 +203,24 @@ def _interrupt(*_: object) -> None:
 
 
 def _start_stack() -> Stack:
+    """Claim the data directory and the ports (refused at once when another stack has them), start every
+    service and wait until each one is ready as part of this stack."""
     try:
-        stack = Stack(read_layout())
+        settings = _settings()
+        layout = read_layout()
+        stack_id = claim(layout, embedded=settings.profile == "embedded")
     except ConfigError as error:
         raise _fail(str(error)) from None
+    stack = Stack(layout, stack_id)
     stack.start()
     try:
         with console.status("Waiting for every service to report SERVING…"):
-            stack.wait_healthy()
-    except (StackError, KeyboardInterrupt) as error:
+            stack.wait_healthy(stop_requested=_stop_requested)
+    except StackError as error:
+        _ignore_signals()
         stack.stop()
-        raise _fail(str(error) or "interrupted") from None
-    _print_health(stack.layout)
+        raise _fail(str(error)) from None
+    _print_health(stack.layout, stack_id)
     return stack
 
 
@@ -177,20 +232,23 @@ def status(data_dir: DataDir = None) -> None:
         layout = read_layout()
     except ConfigError as error:
         raise _fail(str(error)) from None
-    if not _print_health(layout):
+    if not _print_health(layout, running_stack_id(layout)):
         raise typer.Exit(code=1)
 
 
-def _print_health(layout: Layout) -> bool:
+def _print_health(layout: Layout, stack_id: str) -> bool:
+    """Each service's readiness, checked to belong to the stack `stack_id` when one is given (ANOTHER_STACK)."""
     table = Table("service", "address", "health", "pid", "restarts")
     healthy = True
     for name in GRPC_SERVICES:
-        state = grpc_health(layout.address(name))
+        state = grpc_health(layout.address(name), name, stack_id)
         healthy &= state == "SERVING"
         table.add_row(name, layout.address(name), _colour(state), _pid(layout.pid_file(name)), _restarts(layout, name))
-    code, _body = gateway_health(layout)
+    code, body = gateway_health(layout)
     gateway_state = "SERVING" if code == 200 else ("UNREACHABLE" if code is None else f"HTTP {code}")
-    healthy &= code == 200
+    if code is not None and stack_id and body.get("stack_id") != stack_id:
+        gateway_state = ANOTHER_STACK
+    healthy &= gateway_state == "SERVING"
     gateway_pid = _pid(layout.pid_file("gateway"))
     table.add_row("gateway", layout.gateway_url, _colour(gateway_state), gateway_pid, _restarts(layout, "gateway"))
     console.print(table)
@@ -282,18 +340,22 @@ def keys_create(
 
 @app.command()
 def demo(data_dir: DataDir = None) -> None:
-    """The main job on the embedded profile: start the stack, create a user and key, show it healthy, stop."""
+    """The main job on the embedded profile: start the stack, import samples, train, score, write a skill, stop.
+
+    Exits 1 naming the stage that failed; the stack is stopped either way."""
     _use_data_dir(data_dir)
     _stop_on_signals()
     stack = _start_stack()
     try:
+        _interrupt_on_signals()
         settings = _settings()
-        run_demo(stack.layout, read_admin_key(settings), settings, console)
-    except (ApiError, ConfigError) as error:
+        run_demo(stack.layout, read_admin_key(settings), settings, demo_console())
+    except (ApiError, ConfigError, DemoFailed) as error:
         raise _fail(str(error)) from None
     finally:
+        _ignore_signals()
         stack.stop()
-    console.print("[green]Done.[/green]")
+    console.print("[green]Done.[/green] The stack is stopped.")
 
 
 @app.command("import")
@@ -556,3 +618,57 @@ def skills_list(url: Url = None, key: Key = None) -> None:
     """Your GEPA runs, newest first, with their best and seed scores."""
     with _gateway(url, key) as client:
         console.print(runs_table(client.call("GET", "/gepa-runs")))
+
+
+@skills_app.command("delete")
+def skills_delete(
+    run_id: Annotated[str, typer.Argument(help="A GEPA run of yours that is not queued or running.")],
+    url: Url = None,
+    key: Key = None,
+) -> None:
+    """Delete a GEPA run with its result (a SKILL.md saved from it stays where it was saved)."""
+    with _gateway(url, key) as client:
+        client.call("DELETE", f"/gepa-runs/{run_id}")
+    console.print(f"Deleted GEPA run {run_id}.")
+
+
+def _shared(grant: dict[str, Any]) -> str:
+    return "every source" if grant["all_sources"] else ", ".join(grant["source_ids"])
+
+
+@reviewers_app.command("add")
+def reviewers_add(
+    reviewer: Annotated[str, typer.Argument(help="The reviewer's user name.")],
+    source: Annotated[
+        list[str] | None, typer.Option("--source", help="Share only this source id (repeatable); default: all.")
+    ] = None,
+    url: Url = None,
+    key: Key = None,
+) -> None:
+    """Share your traces (all, or the --source ones) with a reviewer; run again to change what is shared."""
+    with _gateway(url, key) as client:
+        grant = client.call("PUT", f"/reviewers/{quote(reviewer, safe='')}", json={"source_ids": source or None})
+    console.print(f"{grant['reviewer_name']} now reviews {_shared(grant)}.")
+
+
+@reviewers_app.command("list")
+def reviewers_list(url: Url = None, key: Key = None) -> None:
+    """The reviewers you share traces with, and what each may see."""
+    with _gateway(url, key) as client:
+        grants = client.call("GET", "/reviewers")
+    if not grants:
+        console.print("You share no traces; add a reviewer with `stash-rm reviewers add NAME`.")
+    for grant in grants:
+        console.print(f"{grant['reviewer_name']}\t{_shared(grant)}")
+
+
+@reviewers_app.command("remove")
+def reviewers_remove(
+    reviewer: Annotated[str, typer.Argument(help="The reviewer's user name.")],
+    url: Url = None,
+    key: Key = None,
+) -> None:
+    """Stop sharing your traces with a reviewer, effective on their next request."""
+    with _gateway(url, key) as client:
+        client.call("DELETE", f"/reviewers/{quote(reviewer, safe='')}")
+    console.print(f"{reviewer} no longer reviews your traces.")

@@ -8,6 +8,8 @@ score shown next to the seed's, so a reader sees what GEPA gained.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from stash_cli.client import GatewayClient
+from stash_cli.waiting import Waiting
 
 POLL_S = 1.0
 FOLLOW_WAIT_S = 2 * 60 * 60.0
@@ -28,18 +31,31 @@ def start_run(client: GatewayClient, reward_model_id: str, **settings: Any) -> d
 
 
 def follow_run(client: GatewayClient, run: dict[str, Any], console: Console) -> dict[str, Any]:
-    """The run once it succeeded or failed, with a bar of metric calls used while it runs."""
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    """The run once it succeeded or failed: a bar of metric calls used on a terminal, progress lines when piped."""
     deadline = time.monotonic() + FOLLOW_WAIT_S
-    with Progress(*columns, console=console) as progress:
-        task = progress.add_task(_stage(run), total=run["max_metric_calls"])
+    with _run_progress(console, run) as show:
         while run["status"] in ("queued", "running") and time.monotonic() < deadline:
             time.sleep(POLL_S)
             run = client.call("GET", f"/gepa-runs/{run['id']}")
-            progress.update(task, description=_stage(run), completed=run["progress"] or 0)
+            show(run)
     if run["budget_warning"]:
         console.print(f"[yellow]warning:[/yellow] {run['budget_warning']}")
     return run
+
+
+@contextmanager
+def _run_progress(console: Console, run: dict[str, Any]) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """Shows a run's progress: a bar on a terminal (a Progress draws nothing into a file), lines otherwise."""
+    if not console.is_terminal:
+        with Waiting(console, "GEPA is writing a skill") as wait:
+            yield lambda run: wait.update(
+                f"{run['status']}, {run['progress'] or 0} of {run['max_metric_calls']} metric calls"
+            )
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task(_stage(run), total=run["max_metric_calls"])
+        yield lambda run: progress.update(task, description=_stage(run), completed=run["progress"] or 0)
 
 
 def _stage(run: dict[str, Any]) -> str:
@@ -64,7 +80,9 @@ def show_result(run: dict[str, Any], console: Console, saved: Path | None) -> No
     table = Table("skill", "score (0…1, reward model)", title=f"GEPA run {run['id']}: {run['skill_name']}")
     table.add_row("seed", f"{run['seed_score']:.3f}")
     table.add_row("best", f"{run['best_score']:.3f}")
-    table.caption = f"{len(run['candidates'])} candidates; {run['progress']} of {run['max_metric_calls']} metric calls"
+    candidates = len(run["candidates"])
+    used = f"{run['progress']} of {run['max_metric_calls']} metric calls (GEPA finishes the round it is in)"
+    table.caption = f"{candidates} candidate{'' if candidates == 1 else 's'}; {used}"
     console.print(table)
     console.print(f"[bold]{run['skill_name']}[/bold]: {run['skill_description']}")
     for failure in run["example_failures"]:

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 
 import structlog
 
+from stash_common.outages import unreachable_store
+
 log = structlog.get_logger()
 
 
@@ -19,7 +21,8 @@ class LeaseKeeper:
     """Renews the leases this process holds, then lets `reclaim` take over the expired ones of others.
 
     Both run every `lease_s / 3` seconds, so a slow database write does not lose a lease. `renew` gets
-    the held keys (job, row or evaluation ids).
+    the held keys (job, row or evaluation ids). A store outage (`stash_common.outages`) is one warning when it
+    begins and one info line when the leases are renewed again: the service recovers from it by itself.
     """
 
     def __init__(
@@ -59,13 +62,15 @@ class LeaseKeeper:
             return list(self._held)
 
     @contextmanager
-    def holding(self, key: str) -> Iterator[None]:
-        """Renew `key`'s lease for as long as the block runs."""
-        self.hold(key)
+    def holding(self, *keys: str) -> Iterator[None]:
+        """Renew the leases of `keys` for as long as the block runs."""
+        for key in keys:
+            self.hold(key)
         try:
             yield
         finally:
-            self.release(key)
+            for key in keys:
+                self.release(key)
 
     def tick(self) -> object:
         """Renew the held leases, then reclaim expired ones; what `reclaim` returned."""
@@ -73,8 +78,30 @@ class LeaseKeeper:
         return self._reclaim()
 
     def _run(self) -> None:
+        away: str | None = None  # the store out of reach since an earlier round, if one is
         while not self._stopping.wait(self.renew_every_s):
             try:
                 self.tick()
-            except Exception:  # a database outage must not end the thread; the next round retries
-                log.exception("leases not renewed", thread=self._thread.name)
+            except Exception as error:  # an outage or a bug must not end the thread; the next round retries
+                away = self._failed(error, away)
+            else:
+                if away is not None:
+                    log.info("leases renewed again", thread=self._thread.name, store=away)
+                away = None
+
+    def _failed(self, error: Exception, away: str | None) -> str | None:
+        """Log a failed round: a store outage once, as a warning, when it begins; anything else with its traceback.
+        Returns the store out of reach, if that was the failure."""
+        store = unreachable_store(error)
+        if store is None:
+            log.exception("leases not renewed", thread=self._thread.name)
+        elif away is None:
+            first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+            log.warning(
+                "leases not renewed: a store is out of reach; retrying",
+                thread=self._thread.name,
+                store=store,
+                error=first_line,
+                retry_every_s=round(self.renew_every_s, 2),
+            )
+        return store

@@ -36,4 +36,5 @@ def configure_logging(service: str, level: str = "INFO") -> structlog.stdlib.Bou
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     structlog.contextvars.bind_contextvars(service=service)
-    return structlog.get_logger(service)
+    logger: structlog.stdlib.BoundLogger = structlog.get_logger(service)
+    return logger

@@ -19,10 +19,10 @@ from typing import Any
 
 import pyarrow as pa
 from sqlalchemy import Executable, Table
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from stash_common.db import new_id, transaction
+from stash_common.db import transaction
+from stash_common.owner_versions import owner_version
 
 CHUNK_ROWS = 5000
 CHUNK_BYTES = 4 * 1024 * 1024
@@ -60,22 +60,6 @@ def stream_tables(
         for table in tables:
             for data in arrow_chunks(table.schema, table.batches(session, owner_id)):
                 yield TableChunk(table.name, data, version)
-
-
-def touch_owners(session: Session, table: Table, owner_ids: Iterable[str]) -> None:
-    """Give each owner a new change marker in the session's transaction (in sorted order: one lock order)."""
-    insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
-    for owner_id in sorted(set(owner_ids)):
-        statement = insert(table).values(owner_id=owner_id, version=new_id())
-        session.execute(
-            statement.on_conflict_do_update(index_elements=["owner_id"], set_={"version": statement.excluded.version})
-        )
-
-
-def owner_version(session: Session, table: Table, owner_id: str) -> str:
-    """The owner's change marker; empty while the owner has never changed anything."""
-    row = session.execute(table.select().where(table.c.owner_id == owner_id)).first()
-    return str(row.version) if row is not None else ""
 
 
 def selected_rows(session: Session, query: Executable) -> Iterator[Sequence[Sequence[Any]]]:

@@ -4,9 +4,10 @@ The database rows are the queue and the truth. A wake-up (in-process, or a Redis
 replica reads) only makes the loop look early; the periodic sweep recovers whatever a lost wake-up
 or a crashed worker left behind. Neither a failing pass nor an unreachable Redis stops the loop.
 
-Services start in any order, so a pass that finds a peer out of reach (`Unavailable`) is no error:
-it is logged at info level and the whole pass is tried again after a backoff (0.5 s, doubling up
-to the sweep interval), not only at the next sweep.
+Services start in any order, so a pass that finds a peer or a store out of reach (`Unavailable`, a database
+or Redis outage) is no error: it is logged at info level and the whole pass is tried again after a backoff
+(0.5 s, doubling up to the sweep interval), not only at the next sweep. While Redis is away the loop polls the
+table every second instead of waiting for wake-ups; the outage is logged once, when it begins, not every second.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import structlog
 
 from stash_common.coordination import Subscription, Wakeups
 from stash_common.errors import Unavailable
+from stash_common.outages import store_outage
 
 log = structlog.get_logger()
 FIRST_RETRY_S = 0.5
@@ -62,6 +64,7 @@ class QueueLoop:
         self.sweep = sweep
         self.sweep_interval_s = sweep_interval_s
         self.stopping = threading.Event()
+        self._wakeups_lost = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
@@ -76,8 +79,11 @@ class QueueLoop:
             self._thread.join(timeout_s)
 
     def wake(self) -> None:
-        """Tell every replica's loop that something was queued."""
-        self.wakeups.notify(self.topic, "queued")
+        """Tell every replica's loop that something was queued; with Redis away, the next sweep finds it instead."""
+        try:
+            self.wakeups.notify(self.topic, "queued")
+        except Unavailable:
+            pass  # the row is committed: a wake-up is only a hint (logged where Redis failed)
 
     def _run(self) -> None:
         subscription = self.wakeups.subscribe(self.topic)
@@ -102,16 +108,25 @@ class QueueLoop:
     def _wait(self, subscription: Subscription, timeout_s: float) -> None:
         try:
             subscription.wait(timeout_s)
-        except Exception:  # Redis away: poll until it answers again
-            log.exception("wake-ups unavailable; polling", loop=self.name)
+        except Unavailable:  # Redis away: poll until it answers again
+            if not self._wakeups_lost:
+                log.warning("wake-ups unavailable; polling the table every second", loop=self.name)
+            self._wakeups_lost = True
             self.stopping.wait(min(timeout_s, 1.0))
+            return
+        if self._wakeups_lost:
+            log.info("wake-ups are back", loop=self.name)
+        self._wakeups_lost = False
 
     def _guarded(self, work: Callable[[], object]) -> str | None:
-        """Run one pass; returns what was out of reach when a peer was (None otherwise)."""
+        """Run one pass; returns what was out of reach when a peer or a store was (None otherwise)."""
         try:
             work()
         except Unavailable as error:
             return error.message
-        except Exception:  # a database outage or a bug must not end the loop; the next pass retries
+        except Exception as error:  # a bug must not end the loop; the next pass retries
+            outage = store_outage(error)
+            if outage is not None:
+                return outage.message
             log.exception("background pass failed", loop=self.name)
         return None

@@ -1,7 +1,8 @@
 """The plain-text transcript a reward model reads, for training and for scoring alike.
 
 An action example is the prior context followed by the target action, so it ends before any later
-tool result or user message. System steps are never rendered: personal models omit system context.
+tool result or user message. Personal models omit system context (action input versions 1 and 3);
+the shared evaluator's input version 2 includes it, each system step as `System: <text>`.
 Steps are separated by a blank line and read like this:
 
     User: I want a refund for order 1182
@@ -15,6 +16,13 @@ Steps are separated by a blank line and read like this:
 A tool call with text renders the text first (`Assistant: Let me check.`) and the call on the next
 line; assistant messages without text are skipped. Texts are kept whole: the worker left-truncates
 them to its token limit with the tokenizer.
+
+Input version 3 renders the same text with its context in sections (`sections=True`): the steps
+before the current request (`earlier`), the request (the last user message before the action),
+the work since (`recent`), then the target `action`. Each section's first step begins with its mark,
+a control character (`SECTION_MARKS`), so that the worker's tokenizer can give each section its own
+token budget (`stash_common.reward_model.window`); the marks are taken out of the text before it is
+tokenised and of everything shown to people (`strip_marks`), and out of step texts before marking.
 
 It lives in the shared package and takes plain steps because the trainer renders its training pairs
 and the scorer the actions it scores with it: one renderer, so the two cannot drift. The rendering is
@@ -32,6 +40,10 @@ from collections.abc import Sequence
 from stash_common.steps import TraceStep
 
 SEPARATOR = "\n\n"
+# Input version 3's sections in text order, and the control character that begins each one.
+SECTIONS = ("earlier", "request", "recent", "action")
+SECTION_MARKS = "\x1c\x1d\x1e\x1f"
+_MARKS = re.compile(f"[{SECTION_MARKS}]")
 # Before a separator that a non-newline character follows, never at the very start of the text.
 SEGMENT_START = re.compile(r"(?!^)(?=\n\n[^\n])")
 
@@ -47,7 +59,9 @@ def render_action(step: TraceStep) -> str:
 
 
 def render_step(step: TraceStep) -> str:
-    """A user message, tool result or assistant action as one transcript entry."""
+    """A system or user message, tool result or assistant action as one transcript entry."""
+    if step.role == "system":
+        return f"System: {step.content}"
     if step.role == "user":
         return f"User: {step.content}"
     if step.role == "tool":
@@ -55,24 +69,64 @@ def render_step(step: TraceStep) -> str:
     return render_action(step)
 
 
-def is_rendered(step: TraceStep) -> bool:
-    """Whether a step appears in a transcript: not a system step, nor an assistant message without text."""
+def is_rendered(step: TraceStep, with_system: bool = False) -> bool:
+    """Whether a step appears in a transcript: never an assistant message without text; a system step
+    only `with_system` (input version 2) and when it has text."""
+    if step.role == "system":
+        return with_system and bool(step.content)
     return step.role in ("user", "tool") or step.is_action
 
 
-def render_context(steps: Sequence[TraceStep], action_index: int) -> str:
-    """Everything before step `action_index`, without system steps (empty when nothing precedes it)."""
+def render_context(steps: Sequence[TraceStep], action_index: int, with_system: bool = False) -> str:
+    """Everything before step `action_index` (empty when nothing precedes it); system steps only `with_system`."""
     if not 0 <= action_index < len(steps):
         raise IndexError(f"the trace has no step {action_index} (it has {len(steps)} steps)")
-    return SEPARATOR.join(render_step(step) for step in steps[:action_index] if is_rendered(step))
+    return SEPARATOR.join(render_step(step) for step in steps[:action_index] if is_rendered(step, with_system))
 
 
-def render_example(steps: Sequence[TraceStep], action_index: int, action: TraceStep | None = None) -> str:
-    """The prior context of step `action_index` followed by that action, or by `action` in its place."""
-    context = render_context(steps, action_index)
-    target = action if action is not None else steps[action_index]
-    rendered = render_action(target)
+def render_example(
+    steps: Sequence[TraceStep],
+    action_index: int,
+    action: TraceStep | None = None,
+    with_system: bool = False,
+    sections: bool = False,
+) -> str:
+    """The prior context of step `action_index` followed by that action, or by `action` in its place;
+    with `sections`, input version 3's marked sections (the same text once `strip_marks` removes the marks)."""
+    if sections:
+        return SEPARATOR.join(_marked_sections(steps, action_index, action))
+    context = render_context(steps, action_index, with_system)
+    rendered = render_action(action if action is not None else steps[action_index])
     return f"{context}{SEPARATOR}{rendered}" if context else rendered
+
+
+def _marked_sections(steps: Sequence[TraceStep], action_index: int, action: TraceStep | None) -> list[str]:
+    """The nonempty sections of an example, each beginning with its mark (system steps are left out)."""
+    if not 0 <= action_index < len(steps):
+        raise IndexError(f"the trace has no step {action_index} (it has {len(steps)} steps)")
+    target = action if action is not None else steps[action_index]
+    context = [step for step in steps[:action_index] if is_rendered(step)]
+    users = [position for position, step in enumerate(context) if step.role == "user"]
+    if users:
+        request = users[-1]
+        groups = (context[:request], context[request : request + 1], context[request + 1 :])
+    else:
+        groups = ([], [], context)
+    texts = [SEPARATOR.join(strip_marks(render_step(step)) for step in group) for group in groups]
+    texts.append(strip_marks(render_action(target)))
+    return [f"{mark}{text}" for mark, text in zip(SECTION_MARKS, texts, strict=True) if text]
+
+
+def strip_marks(text: str) -> str:
+    """`text` without section marks: what a marked example reads as, and what it shows."""
+    return _MARKS.sub("", text)
+
+
+def section_of(piece: str) -> int | None:
+    """The index in SECTIONS of the section a segment (`segments`) begins, or None when it continues one."""
+    head = piece[2:3] if piece.startswith(SEPARATOR) else piece[:1]
+    position = SECTION_MARKS.find(head) if head else -1
+    return position if position >= 0 else None
 
 
 def render_trace(steps: Sequence[TraceStep]) -> str:

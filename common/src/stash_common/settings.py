@@ -95,6 +95,9 @@ class ServiceSettings(BaseSettings):
     scorer_port: int = shared("STASH_SCORER_PORT", DEFAULT_GRPC_PORTS["scorer"], "gRPC port of the scorer")
     gepa_port: int = shared("STASH_GEPA_PORT", DEFAULT_GRPC_PORTS["gepa"], "gRPC port of GEPA")
     host: str = shared("STASH_LISTEN_HOST", "127.0.0.1", "interface the servers listen on (0.0.0.0 in a pod)")
+    stack_id: str = shared(
+        "STASH_STACK_ID", "", "the stack this service belongs to (`up` sets it; the chart: the release's name)"
+    )
 
     @model_validator(mode="after")
     def _fill_peer_addresses(self) -> ServiceSettings:
@@ -127,7 +130,8 @@ class ServiceSettings(BaseSettings):
 
     def address_of(self, service: str) -> str:
         """host:port where a peer service's gRPC server listens."""
-        return getattr(self, f"{service}_address")
+        address: str = getattr(self, f"{service}_address")
+        return address
 
 
 S = TypeVar("S", bound=BaseSettings)

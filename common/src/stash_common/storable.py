@@ -21,6 +21,8 @@ def check_storable(text: str | None, where: str) -> None:
 def check_storable_json(value: Any, where: str, max_depth: int | None = None) -> None:
     """Every string and key of a JSON value free of U+0000, nested at most `max_depth` levels of objects and
     arrays (unbounded when None); the error names the path inside the value (`where.query[2]`)."""
+    if _plainly_storable(value, 1, max_depth):
+        return  # the common case, walked without building a path for every value
     pending: list[tuple[Any, str, int]] = [(value, where, 1)]
     while pending:
         item, path, depth = pending.pop()
@@ -37,3 +39,21 @@ def check_storable_json(value: Any, where: str, max_depth: int | None = None) ->
                 pending.append((child, f"{path}.{key}" if path else str(key), depth + 1))
         else:
             pending.extend((child, f"{path}[{index}]", depth + 1) for index, child in enumerate(item))
+
+
+def _plainly_storable(value: Any, depth: int, max_depth: int | None) -> bool:
+    """True for plain JSON (dicts with string keys, lists, strings, numbers, null) free of U+0000 and within the
+    depth; False for anything else, which the full walk then judges and names."""
+    kind = type(value)
+    if kind is str:
+        return "\x00" not in value
+    if kind is dict or kind is list:
+        if max_depth is not None and depth > max_depth:
+            return False
+        if kind is list:
+            return all(_plainly_storable(child, depth + 1, max_depth) for child in value)
+        return all(
+            type(key) is str and "\x00" not in key and _plainly_storable(child, depth + 1, max_depth)
+            for key, child in value.items()
+        )
+    return value is None or kind is int or kind is float or kind is bool

@@ -4,7 +4,7 @@ import pytest
 
 from stash.rm.v1 import gepa_pb2
 from stash_common.errors import InvalidArgument
-from stash_gepa.api import run_from_request
+from stash_gepa.api import DefaultModels, default_models, run_from_request
 
 
 def test_only_the_reward_model_is_required_and_the_rest_has_the_specs_defaults() -> None:
@@ -44,3 +44,9 @@ def test_a_bad_setting_is_refused_naming_it(fields: dict[str, object], field: st
         run_from_request(gepa_pb2.CreateGepaRunRequest(**fields), "alice")  # type: ignore[arg-type]
 
     assert raised.value.field == field
+
+
+def test_the_default_models_need_the_anthropic_key_unless_a_reflection_api_base_serves_reflection() -> None:
+    assert default_models(True, None) == DefaultModels(task_missing=None, reflection_missing=None)
+    assert default_models(False, None) == DefaultModels("ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")
+    assert default_models(False, "http://vllm:8000/v1") == DefaultModels("ANTHROPIC_API_KEY", None)

@@ -1,17 +1,23 @@
 """GEPA's examples: input before the first assistant step, feedback in people's words first, a seeded split."""
 
+import re
+
 import pytest
 
 from stash_common.errors import FailedPrecondition
 from stash_common.steps import TraceStep
 from stash_gepa.examples import (
-    MAX_FEEDBACK,
+    CHARS_PER_TOKEN,
+    FEEDBACK_TOKENS,
+    MIN_EXCERPT_CHARS,
     Comment,
     ExampleTrace,
     Finding,
     budget_warning,
     build_example,
     build_examples,
+    feedback_lines,
+    fit_comments,
     validation_ids,
 )
 from stash_gepa.job_contract import GepaExample, Message
@@ -69,7 +75,7 @@ def test_feedback_quotes_unflagged_comments_then_findings_included_in_training_t
         comments=(
             Comment(step_id="s4", text="Should have apologised", quote="check", label_error=False),
             Comment(step_id=None, text="wrong label", quote=None, label_error=True),
-            Comment(step_id=None, text="Slow overall", quote=None, label_error=False),
+            Comment(step_id=None, text="Slow overall", quote=None, label_error=False, author="rita"),
         ),
         findings=(
             Finding(4, "negative", "high", "ignored the broken item", "It arrived broken.", True),
@@ -97,7 +103,7 @@ def test_feedback_quotes_unflagged_comments_then_findings_included_in_training_t
 
     assert feedback == [
         'A reviewer commented on step 4 (Assistant: Let me check.) about "check": Should have apologised',
-        "A reviewer commented on the whole trace: Slow overall",
+        "A reviewer commented on the whole trace: Slow overall (by rita)",
         "Training judged step 4 (Assistant: Let me check.) negative (high confidence): ignored the broken item."
         ' Evidence: "It arrived broken."',
         "Training preferred step 4 (Assistant: Let me check.) over step 4 (Assistant: Let me check.)"
@@ -108,10 +114,46 @@ def test_feedback_quotes_unflagged_comments_then_findings_included_in_training_t
     ]
 
 
-def test_feedback_is_capped() -> None:
+def test_every_comment_stays_and_evidence_beyond_the_budget_is_counted_not_dropped_silently() -> None:
     comments = tuple(Comment(step_id=None, text=f"note {n}", quote=None, label_error=False) for n in range(50))
+    findings = tuple(Finding(4, "negative", "high", "r" * 200, None, True) for _ in range(60))
 
-    assert len(build_example(_trace(SUPPORT, comments=comments)).feedback) == MAX_FEEDBACK  # type: ignore[union-attr]
+    feedback = feedback_lines(_trace(SUPPORT, comments=comments, findings=findings))
+
+    assert feedback[:50] == [f"A reviewer commented on the whole trace: note {n}" for n in range(50)]
+    kept = len(feedback) - 51
+    assert 0 < kept < 60
+    assert feedback[-1] == (
+        f"({60 - kept} more training evidence line(s) left out: the feedback token budget is spent)"
+    )
+    assert sum(map(len, feedback[:-1])) <= FEEDBACK_TOKENS * CHARS_PER_TOKEN
+
+
+def test_comments_over_the_budget_become_marked_excerpts_and_short_ones_stay_whole() -> None:
+    long_text = "The refund went to the wrong card and nobody told the customer. " * 40
+    comments = (
+        Comment(step_id=None, text="Too slow.", quote=None, label_error=False),
+        Comment(step_id="s4", text=long_text, quote=None, label_error=False),
+        Comment(step_id=None, text=long_text, quote=None, label_error=False),
+        Comment(step_id=None, text="flagged " * 100, quote=None, label_error=True),
+    )
+
+    feedback = feedback_lines(_trace(SUPPORT, comments=comments), budget_tokens=300)
+
+    assert len(feedback) == 3
+    assert feedback[0] == "A reviewer commented on the whole trace: Too slow."
+    assert all(re.search(r"… \[excerpt: [\d,]+ of [\d,]+ characters\]$", line) for line in feedback[1:])
+    assert feedback[1].startswith("A reviewer commented on step 4 (Assistant: Let me check.): The refund went")
+    assert sum(map(len, feedback)) <= 300 * CHARS_PER_TOKEN + 2 * len("… [excerpt: 9,999 of 9,999 characters]")
+
+
+def test_fitting_comments_never_cuts_below_the_minimum_excerpt() -> None:
+    lines = ["x" * 500] * 40
+
+    fitted = fit_comments(lines, 1000)
+
+    assert len(fitted) == 40
+    assert all(line.startswith("x" * MIN_EXCERPT_CHARS + "… [excerpt: 80 of 500") for line in fitted)
 
 
 def _examples(count: int) -> list[GepaExample]:

@@ -304,7 +304,7 @@ def test_parse_rejects_bad_lines_naming_line_and_field(line: Any, match: str) ->
 
 def test_parse_rejects_invalid_json_and_empty_payloads() -> None:
     with pytest.raises(InvalidArgument, match=r"^line 2: is not valid JSON"):
-        parse_anthropic_messages(b'{"messages": []}\n{"messages": [\n')
+        parse_anthropic_messages(b'{"messages": [{"role": "user", "content": "hi"}]}\n{"messages": [\n')
     with pytest.raises(InvalidArgument, match=r"^payload: is empty"):
         parse_anthropic_messages(b"")
 
@@ -352,3 +352,11 @@ def test_parse_and_looks_like_fail_only_with_invalid_argument_on_arbitrary_json(
 @pytest.mark.parametrize("directory", ["claude-code", "codex", "langfuse", "langsmith", "openai-chat", "otlp"])
 def test_looks_like_anthropic_messages_is_false_for_other_formats_real_fixtures(directory: str) -> None:
     assert_not_detected(looks_like_anthropic_messages, directory)
+
+
+def test_a_recorded_requests_id_is_its_external_id_synthetic() -> None:
+    request = {"id": "coding-dates-1", "system": "You fix tests.", "messages": [{"role": "user", "content": "Fix it."}]}
+
+    [trace] = parse_anthropic_messages(orjson.dumps(request))
+
+    assert trace.external_id == "coding-dates-1"

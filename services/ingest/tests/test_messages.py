@@ -12,6 +12,7 @@ from stash_ingest.adapters.messages import (
     message_steps,
     result_step,
 )
+from stash_ingest.limits import DEFAULT_LIMITS
 from stash_ingest.traces import Step
 
 SYSTEM, ASK = Step("system", "be brief"), Step("user", "weather in Oslo?")
@@ -59,7 +60,7 @@ def test_message_steps_put_assistant_text_first_and_user_tool_results_first() ->
 
 
 def test_attach_reasoning_goes_to_the_next_step_made_even_by_a_later_item() -> None:
-    steps = attach_reasoning([([], ["think"]), ([], ["more"]), ([ANSWER, CALL], [])])
+    steps = attach_reasoning([([], ["think"]), ([], ["more"]), ([ANSWER, CALL], [])], "trace", DEFAULT_LIMITS)
     assert steps == [Step("assistant", "It rains.", metadata={"reasoning": "think\nmore"}), CALL]
 
 

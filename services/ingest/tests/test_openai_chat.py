@@ -341,3 +341,11 @@ def test_parse_and_looks_like_fail_only_with_invalid_argument_on_arbitrary_json(
 @pytest.mark.parametrize("directory", ["anthropic-messages", "claude-code", "codex", "langfuse", "langsmith", "otlp"])
 def test_looks_like_openai_chat_is_false_for_other_formats_real_fixtures(directory: str) -> None:
     assert_not_detected(looks_like_openai_chat, directory)
+
+
+def test_a_recorded_requests_id_is_its_external_id_synthetic() -> None:
+    request = {"id": "travel-lisbon-1", "messages": [{"role": "user", "content": "Weather in Lisbon?"}]}
+
+    [trace] = parse_openai_chat(orjson.dumps(request))
+
+    assert trace.external_id == "travel-lisbon-1"

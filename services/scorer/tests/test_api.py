@@ -7,7 +7,7 @@ import pytest
 from stash.rm.v1 import common_pb2, scorer_pb2
 from stash_common.errors import InvalidArgument
 from stash_scorer import store
-from stash_scorer.api import action_score_to_proto, report_from_proto, run_to_proto, training_from_proto
+from stash_scorer.api import action_score_to_proto, report_from_proto, run_to_proto
 from stash_scorer.publishing import ActionResult
 
 WHEN = datetime(2025, 5, 1, 12, 30, tzinfo=UTC)
@@ -61,12 +61,6 @@ def test_only_a_finished_status_can_be_reported(status: int) -> None:
 def test_a_report_names_its_owner() -> None:
     with pytest.raises(InvalidArgument, match="^owner_id: "):
         report_from_proto(scorer_pb2.ReportScoringResultRequest(status=common_pb2.JOB_STATUS_FAILED))
-
-
-def test_training_scores_without_a_trace_score_leave_it_unset() -> None:
-    scores = training_from_proto(scorer_pb2.TrainingTraceScores(trace_id="t", trace_revision=2))
-
-    assert (scores.trace_id, scores.trace_revision, scores.trace_score, scores.actions) == ("t", 2, None, ())
 
 
 @pytest.mark.parametrize(

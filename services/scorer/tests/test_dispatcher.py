@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from stash_common.launcher import JobEnd
-from stash_common.rendering import render_example, render_trace
+from stash_common.jobs.launch import JobEnd
+from stash_common.rendering import render_example, render_trace, strip_marks
 from stash_scorer.dispatcher import unreported_error, write_job_dir
 from stash_scorer.inputs import ScorerTrace
 from stash_scorer.job_contract import (
@@ -31,9 +31,9 @@ def test_the_job_directory_holds_the_job_and_every_eligible_action_rendered_as_i
     assert read_job(tmp_path) == JOB
     items = read_action_score_items(tmp_path)
     assert [item.step_id for item in items] == ["t:2", "t:4", "t:6"]
-    assert [item.text for item in items] == [render_example(TRACE.steps, index) for index in (2, 4, 6)]
-    assert (
-        items[0].text == 'User: I want a refund for order 1182\n\nAssistant called lookup_order({"order_id": "1182"})'
+    assert [item.text for item in items] == [render_example(TRACE.steps, index, sections=True) for index in (2, 4, 6)]
+    assert strip_marks(items[0].text) == (
+        'User: I want a refund for order 1182\n\nAssistant called lookup_order({"order_id": "1182"})'
     )
     assert [(item.trace_id, item.text) for item in read_score_items(tmp_path)] == [("t", render_trace(TRACE.steps))]
 

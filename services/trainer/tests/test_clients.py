@@ -11,8 +11,8 @@ from google.protobuf import struct_pb2
 from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2, scorer_pb2
 from stash_common.errors import FailedPrecondition, InvalidArgument, NotFound, StashError, Unavailable
 from stash_common.steps import TraceStep
-from stash_trainer.clients import ScoreClient, TraceClient, trace_from_proto, training_scores_to_proto
-from stash_trainer.jobs import ActionScore, PublishedScores, TrainingScores
+from stash_trainer.clients import ScoreClient, TraceClient, trace_from_proto
+from stash_trainer.dispatcher import PublishedScores
 from stash_trainer.pairs.inputs import Annotation, StepCredit
 
 
@@ -144,16 +144,6 @@ def test_trace_from_proto_keeps_the_revision_it_read() -> None:
     assert trace_from_proto(_trace(), [], None).revision == 3
 
 
-def test_training_scores_become_a_message_without_a_trace_score_when_there_is_none() -> None:
-    scores = TrainingScores("t1", 3, None, (ActionScore("s1", 0.25, -0.5), ActionScore("s3", 1.5, 0.75)))
-
-    message = training_scores_to_proto(scores)
-
-    assert (message.trace_id, message.trace_revision, message.HasField("trace_score")) == ("t1", 3, False)
-    assert [(a.step_id, a.score, a.credit) for a in message.action_scores] == [("s1", 0.25, -0.5), ("s3", 1.5, 0.75)]
-    assert training_scores_to_proto(TrainingScores("t2", 1, -0.125, ())).trace_score == -0.125
-
-
 class _RecordingScorer:
     def __init__(self) -> None:
         self.requests: list[scorer_pb2.PublishTrainingScoresRequest] = []
@@ -165,16 +155,14 @@ class _RecordingScorer:
         return scorer_pb2.PublishTrainingScoresResponse(published_traces=1, rejected_traces=1)
 
 
-def test_the_score_client_publishes_every_trace_and_returns_the_counts() -> None:
+def test_the_score_client_sends_the_training_jobs_key_and_returns_the_counts() -> None:
     scorer = _RecordingScorer()
-    traces = [TrainingScores("t1", 3, 0.5, (ActionScore("s1", 0.25, -0.5),)), TrainingScores("t2", 1, None, ())]
 
-    published = ScoreClient(scorer).publish_training_scores("owner", "m1", traces)
+    published = ScoreClient(scorer).publish_training_scores("owner", "m1", "jobs/trainer/job-1")
 
     assert published == PublishedScores(published=1, rejected=1)
     (request,) = scorer.requests
-    assert (request.owner_id, request.reward_model_id) == ("owner", "m1")
-    assert [trace.trace_id for trace in request.traces] == ["t1", "t2"]
+    assert (request.owner_id, request.reward_model_id, request.job_key) == ("owner", "m1", "jobs/trainer/job-1")
 
 
 class _Failing(grpc.RpcError):
@@ -201,8 +189,12 @@ class _FailingScorer:
 @pytest.mark.parametrize(
     ("code", "error", "message"),
     [
-        (grpc.StatusCode.UNAVAILABLE, Unavailable, "the scorer answered UNAVAILABLE: why"),
-        (grpc.StatusCode.DEADLINE_EXCEEDED, Unavailable, "the scorer answered DEADLINE_EXCEEDED: why"),
+        (grpc.StatusCode.UNAVAILABLE, Unavailable, "the scorer is out of reach (UNAVAILABLE); retry shortly"),
+        (
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+            Unavailable,
+            "the scorer is out of reach (DEADLINE_EXCEEDED); retry shortly",
+        ),
         (grpc.StatusCode.NOT_FOUND, NotFound, "why"),
         (grpc.StatusCode.FAILED_PRECONDITION, FailedPrecondition, "why"),
         (grpc.StatusCode.INVALID_ARGUMENT, InvalidArgument, "why"),
@@ -215,6 +207,6 @@ def test_a_failed_publication_becomes_the_platform_error_of_its_status(
     client = ScoreClient(_FailingScorer(code))
 
     with pytest.raises(error) as raised:
-        client.publish_training_scores("owner", "m1", [])
+        client.publish_training_scores("owner", "m1", "jobs/trainer/job-1")
 
     assert type(raised.value) is error and raised.value.message == message

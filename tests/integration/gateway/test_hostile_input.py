@@ -63,10 +63,14 @@ def gateway(module_postgres_url: str, ingest: Any, tmp_path_factory: pytest.Temp
 
 
 def _key(database_url: str, name: str) -> dict[str, str]:
+    return _key_and_id(database_url, name)[0]
+
+
+def _key_and_id(database_url: str, name: str) -> tuple[dict[str, str], str]:
     with transaction(make_sessions(make_engine(database_url))) as session:
         user = gateway_store.create_user(session, name)
-        _, key = gateway_store.create_key(session, user.id, "full", read_only=False)
-    return {"Authorization": f"Bearer {key}"}
+        record, key = gateway_store.create_key(session, user.id, "full", read_only=False)
+    return {"Authorization": f"Bearer {key}"}, record.id
 
 
 @pytest.fixture
@@ -135,14 +139,14 @@ def test_a_trace_at_the_default_step_limit_is_stored_and_reads_back_whole(
     assert page.json()["step_count"] == DEFAULT_LIMITS.steps_per_trace
 
 
-def test_one_step_over_the_default_limit_is_422_naming_the_trace(gateway: TestClient, auth: dict[str, str]) -> None:
+def test_one_step_over_the_default_limit_is_422_naming_the_line(gateway: TestClient, auth: dict[str, str]) -> None:
     steps = [{"role": "user", "content": "x"}] * DEFAULT_LIMITS.steps_per_trace
 
     response = _import(gateway, auth, _trace(*steps))
 
     assert response.status_code == 422
-    assert response.json()["field"] == "trace 1: steps"
-    assert "exceed the limit of 10000 per trace" in response.json()["detail"]
+    assert response.json()["field"] == "line 1: steps"
+    assert "steps exceed the limit of 10000 per trace" in response.json()["detail"]
 
 
 def test_oversized_content_and_tool_input_are_422_naming_the_field(gateway: TestClient, auth: dict[str, str]) -> None:
@@ -151,8 +155,8 @@ def test_oversized_content_and_tool_input_are_422_naming_the_field(gateway: Test
     )
     big_input = _import(gateway, auth, _trace(_tool_step({"q": "x" * DEFAULT_LIMITS.tool_input_bytes})))
 
-    assert (long_text.status_code, long_text.json()["field"]) == (422, "trace 1: steps[1].content")
-    assert (big_input.status_code, big_input.json()["field"]) == (422, "trace 1: steps[1].tool_input")
+    assert (long_text.status_code, long_text.json()["field"]) == (422, "line 1: steps[1].content")
+    assert (big_input.status_code, big_input.json()["field"]) == (422, "line 1: steps[1].tool_input")
 
 
 def test_too_many_traces_in_one_import_is_413(gateway: TestClient, auth: dict[str, str]) -> None:
@@ -161,7 +165,33 @@ def test_too_many_traces_in_one_import_is_413(gateway: TestClient, auth: dict[st
     response = _import(gateway, auth, *traces)
 
     assert response.status_code == 413
-    assert "one import may hold at most 10000" in response.json()["detail"]
+    assert "one import may hold at most 10000 traces" in response.json()["detail"]
+
+
+def test_a_key_whose_imports_are_all_running_gets_429_before_its_body_is_read(
+    gateway: TestClient, module_postgres_url: str
+) -> None:
+    auth, key_id = _key_and_id(module_postgres_url, f"busy-{secrets.token_hex(6)}")
+    other = _key(module_postgres_url, f"idle-{secrets.token_hex(6)}")
+    slots = gateway.app.state.import_slots  # type: ignore[attr-defined]
+    running = [slots.take(key_id, 2, 600.0) for _ in range(2)]  # two imports of this key in flight
+    oversized = {**auth, "Content-Type": "application/json", "Content-Length": str(10**10)}
+
+    refused = _import(gateway, auth, _trace(id="third"))
+    unread = gateway.post(f"{API}/traces/import", content=b"{}", headers=oversized)
+    transcript = gateway.post("/api/v1/me/transcripts", content=b"{}", headers=auth)
+    another_key = _import(gateway, other, _trace(id="other"))
+    slots.give_back(key_id, running.pop())
+    after_one_ends = _import(gateway, auth, _trace(id="third"))
+
+    assert refused.status_code == 429 and refused.headers["Retry-After"] == "1"
+    assert refused.json()["detail"] == (
+        "2 imports of this API key are already running; a key may run 2 at once: retry after one ends"
+    )
+    assert unread.status_code == 429  # not 413: the body was never read
+    assert transcript.status_code == 429
+    assert another_key.status_code == 200
+    assert after_one_ends.status_code == 200, after_one_ends.text
 
 
 def _otlp_body() -> bytes:

@@ -1,14 +1,16 @@
-"""Rate limits in the cluster profile: every gateway replica spends from one bucket per key, in real Redis."""
+"""Rate limits in the cluster profile: every gateway replica spends from one bucket per key, and counts a key's
+running imports in one set of leases, in real Redis."""
 
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 import structlog
 
 from stash_common.settings import load
-from stash_gateway.rate_limits import RateLimited, RateLimits, RedisBuckets
+from stash_gateway.rate_limits import RateLimited, RateLimits, RedisBuckets, RedisSlots
 from stash_gateway.settings import GatewaySettings
 from support.processes import free_port
 
@@ -51,3 +53,26 @@ def test_requests_pass_with_a_warning_while_redis_cannot_be_reached() -> None:
 
     warnings = [entry for entry in logs if entry["log_level"] == "warning"]
     assert [entry["event"] for entry in warnings] == ["rate limits not enforced: Redis cannot be reached"]
+
+
+def test_two_replicas_share_the_running_imports_of_a_key(redis_url: str) -> None:
+    first, second = RedisSlots(redis_url), RedisSlots(redis_url)
+    one = first.take("key-a", 2, 600.0)
+    two = second.take("key-a", 2, 600.0)
+
+    assert one and two
+    assert first.take("key-a", 2, 600.0) is None  # both of key-a's slots are held, on either replica
+    assert second.take("key-b", 2, 600.0)  # another key has its own
+
+    second.give_back("key-a", one)
+    assert first.take("key-a", 2, 600.0)
+
+
+def test_an_import_lease_expires_so_a_dead_replica_holds_no_slot_for_good(redis_url: str) -> None:
+    slots = RedisSlots(redis_url)
+    assert slots.take("key-a", 1, 0.05)
+    assert slots.take("key-a", 1, 600.0) is None
+
+    time.sleep(0.1)  # the first lease's deadline passes (Redis's clock)
+
+    assert slots.take("key-a", 1, 600.0)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import orjson
 import pytest
 
 import support
@@ -22,19 +23,19 @@ from stash.rm.v1 import gepa_pb2, gepa_pb2_grpc
 from stash_common.channels import open_channel
 from stash_common.coordination import InProcessWakeups
 from stash_common.db import make_engine, make_sessions, transaction, upgrade, utc_now
-from stash_common.errors import NotFound
-from stash_common.job_transfer import download_files
-from stash_common.kubernetes_launcher import KubernetesJobSettings, KubernetesLauncher
-from stash_common.launcher import JobEnd, JobLaunch, LocalSubprocessLauncher
-from stash_common.messages import struct_of
+from stash_common.errors import FailedPrecondition, NotFound
+from stash_common.jobs.kubernetes import KubernetesJobSettings, KubernetesLauncher
+from stash_common.jobs.launch import JobEnd, JobLaunch
+from stash_common.jobs.local import LocalSubprocessLauncher
+from stash_common.jobs.transfer import download_files, job_key
 from stash_common.server import start
 from stash_common.steps import TraceStep
 from stash_common.storage import LocalObjectStore
 from stash_gepa import job_contract as contract
 from stash_gepa import store
-from stash_gepa.api import GepaServicer
+from stash_gepa.api import GepaServicer, default_models, run_to_proto
+from stash_gepa.dispatcher import Dispatcher, JobSettings, RewardModelInfo
 from stash_gepa.examples import ExampleTrace, Finding
-from stash_gepa.runs import Dispatcher, JobSettings, RewardModelInfo
 from support.kubernetes_api import emulated_kubernetes
 from support.scorer import wait_until
 from support.sleeping_worker import PID_VARIABLE, is_alive, worker_pid
@@ -55,8 +56,11 @@ def sessions(postgres_url: str) -> Iterator[Any]:
 class Models:
     status: str = "succeeded"
     trace_ids: tuple[str, ...] = ("t1", "t2", "t3", "t4")
+    deleted: bool = False
 
     def reward_model(self, owner_id: str, model_id: str) -> RewardModelInfo:
+        if self.deleted:
+            raise NotFound(f"reward model {model_id} not found")
         findings = {"t1": (Finding(1, "negative", "high", "no apology", None, True),)}
         return RewardModelInfo(model_id, "m", self.status, "reward-models/a/m.tar.gz", self.trace_ids, findings)
 
@@ -139,7 +143,7 @@ def served(sessions: Any, tmp_path: Path) -> Iterator[tuple[StandInLauncher, Dis
     """A GepaService on a real port whose launcher's stand-in worker reports to it; the stub too."""
     launcher = StandInLauncher()
     dispatcher = _dispatcher(sessions, tmp_path, launcher)
-    servicer = GepaServicer(sessions, Models(), dispatcher)
+    servicer = GepaServicer(sessions, Models(), dispatcher, default_models(False, None))
 
     def register(server: grpc.Server) -> list[str]:
         gepa_pb2_grpc.add_GepaServiceServicer_to_server(servicer, server)
@@ -152,10 +156,12 @@ def served(sessions: Any, tmp_path: Path) -> Iterator[tuple[StandInLauncher, Dis
     running.stop(0)
 
 
-def _completion(run_id: str, job: JobLaunch, result: Mapping[str, Any]) -> gepa_pb2.CompleteGepaJobRequest:
-    return gepa_pb2.CompleteGepaJobRequest(
-        owner_id=OWNER, gepa_run_id=run_id, job_id=job.job_id, result=struct_of(dict(result))
-    )
+def _completion(
+    dispatcher: Dispatcher, run_id: str, job: JobLaunch, result: Mapping[str, Any]
+) -> gepa_pb2.CompleteGepaJobRequest:
+    """The worker's end: its result.json stored under the job's key, and the short report naming the job."""
+    dispatcher.objects.put(f"{job_key('gepa', job.job_id)}/{contract.RESULT_FILE}", orjson.dumps(dict(result)))
+    return gepa_pb2.CompleteGepaJobRequest(owner_id=OWNER, gepa_run_id=run_id, job_id=job.job_id)
 
 
 def _queued(sessions: Any, max_metric_calls: int = 40) -> str:
@@ -174,9 +180,16 @@ def _queued(sessions: Any, max_metric_calls: int = 40) -> str:
 
 
 def _run(sessions: Any, run_id: str) -> store.GepaRunRow:
+    row = _run_or_none(sessions, run_id)
+    assert row is not None
+    return row
+
+
+def _run_or_none(sessions: Any, run_id: str) -> store.GepaRunRow | None:
     with transaction(sessions) as session:
         row = session.get(store.GepaRunRow, run_id)
-        session.expunge(row)
+        if row is not None:
+            session.expunge(row)
         return row
 
 
@@ -248,6 +261,36 @@ def test_a_model_retried_since_the_request_fails_the_run_with_the_reason(session
     row = _run(sessions, run_id)
     assert (row.status, launcher.launched) == ("failed", [])
     assert row.error == "reward model m1 is queued: GEPA needs a succeeded model as its metric"
+    assert run_to_proto(row).retryable  # the model may succeed by the time the run is retried
+
+
+def test_a_run_whose_reward_model_was_deleted_fails_for_good_and_a_retry_is_refused(
+    sessions: Any, tmp_path: Path
+) -> None:
+    dispatcher = _dispatcher(sessions, tmp_path, StandInLauncher(), Models(deleted=True))
+    run_id = _queued(sessions)
+
+    dispatcher.run_claimed(run_id, _claimed(sessions, dispatcher, run_id))
+
+    row = _run(sessions, run_id)
+    assert (row.status, row.error, run_to_proto(row).retryable) == ("failed", "reward model m1 not found", False)
+    with transaction(sessions) as session, pytest.raises(FailedPrecondition, match="a retry would repeat"):
+        store.retry(session, OWNER, run_id)
+
+
+def test_only_a_settled_run_can_be_deleted(sessions: Any) -> None:
+    run_id = _queued(sessions)
+
+    with transaction(sessions) as session, pytest.raises(FailedPrecondition, match="is queued; it can be deleted"):
+        store.delete_run(session, OWNER, run_id)
+    with transaction(sessions) as session:
+        store.find_run(session, OWNER, run_id).status = "failed"
+    with transaction(sessions) as session, pytest.raises(NotFound):
+        store.delete_run(session, "owner-b", run_id)
+    with transaction(sessions) as session:
+        store.delete_run(session, OWNER, run_id)
+
+    assert _run_or_none(sessions, run_id) is None
 
 
 def test_no_trace_with_input_before_the_first_assistant_step_fails_the_run(sessions: Any, tmp_path: Path) -> None:
@@ -282,7 +325,9 @@ def test_a_reported_result_becomes_the_runs_result_and_the_jobs_files_go(
         )
         stub.ReportGepaProgress(progress, timeout=10)
         assert _run(sessions, run_id).progress["metric_calls_used"] == 12
-        stub.CompleteGepaJob(_completion(run_id, job, SUCCESS.model_dump(mode="json", exclude_none=True)), timeout=10)
+        stub.CompleteGepaJob(
+            _completion(dispatcher, run_id, job, SUCCESS.model_dump(mode="json", exclude_none=True)), timeout=10
+        )
 
     launcher.worker = worker
     running = dispatcher.run_claimed(run_id, _claimed(sessions, dispatcher, run_id))
@@ -318,7 +363,7 @@ def test_a_worker_that_fails_or_reports_nothing_fails_the_run(
     launcher, dispatcher, stub = served
     run_id = _queued(sessions)
     if result is not None:
-        launcher.worker = lambda job: stub.CompleteGepaJob(_completion(run_id, job, result), timeout=10)
+        launcher.worker = lambda job: stub.CompleteGepaJob(_completion(dispatcher, run_id, job, result), timeout=10)
     launcher.end = end
     assert dispatcher.run_claimed(run_id, _claimed(sessions, dispatcher, run_id)) is not None
 
@@ -336,12 +381,36 @@ def test_a_result_whose_best_skill_is_not_a_candidate_fails_the_run(
     broken = SUCCESS.model_dump(mode="json", exclude_none=True)
     broken["candidates"] = broken["candidates"][:1]
 
-    stub.CompleteGepaJob(_completion(run_id, job, broken), timeout=10)
+    stub.CompleteGepaJob(_completion(dispatcher, run_id, job, broken), timeout=10)
 
     row = _run(sessions, run_id)
     assert row.status == "failed"
     assert row.error.startswith("the worker's result.json is unusable: ")  # type: ignore[union-attr]
     assert "the best skill is not among the candidates" in row.error  # type: ignore[operator]
+
+
+def test_a_completion_names_only_the_job_and_repeating_it_changes_nothing(
+    sessions: Any, served: tuple[StandInLauncher, Dispatcher, Any]
+) -> None:
+    _, dispatcher, stub = served
+    run_id = _queued(sessions)
+    job = JobLaunch("gepa", run_id, _claimed(sessions, dispatcher, run_id), "unused")
+    bare = gepa_pb2.CompleteGepaJobRequest(owner_id=OWNER, gepa_run_id=run_id, job_id=job.job_id)
+
+    with pytest.raises(grpc.RpcError) as unstored:
+        stub.CompleteGepaJob(bare, timeout=10)
+    assert unstored.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"no result.json is stored at jobs/gepa/{job.job_id}/result.json" in unstored.value.details()
+    assert _run(sessions, run_id).status == "running"
+
+    first = stub.CompleteGepaJob(_completion(dispatcher, run_id, job, SUCCESS.model_dump(mode="json")), timeout=10)
+    settled = _run(sessions, run_id)
+    dispatcher.objects.delete(f"{job_key('gepa', job.job_id)}/{contract.RESULT_FILE}")  # as once the job ended
+    again = stub.CompleteGepaJob(bare, timeout=10)
+
+    assert first.gepa_run == again.gepa_run
+    row = _run(sessions, run_id)
+    assert (row.status, row.result, row.finished_at) == ("succeeded", settled.result, settled.finished_at)
 
 
 def test_reports_from_a_superseded_launch_or_another_owner_are_refused(
@@ -358,9 +427,7 @@ def test_reports_from_a_superseded_launch_or_another_owner_are_refused(
         )
     with pytest.raises(grpc.RpcError) as foreign:
         stub.CompleteGepaJob(
-            gepa_pb2.CompleteGepaJobRequest(
-                owner_id="owner-b", gepa_run_id=run_id, job_id=job_id, result=struct_of({"error": "x"})
-            ),
+            gepa_pb2.CompleteGepaJobRequest(owner_id="owner-b", gepa_run_id=run_id, job_id=job_id),
             timeout=10,
         )
 
@@ -396,7 +463,7 @@ def test_a_cluster_gepa_run_is_a_kubernetes_job_the_sweep_deletes_when_it_abando
 ) -> None:
     settings = KubernetesJobSettings(namespace="stash", relist_interval_s=2, watch_timeout_s=1)
     with emulated_kubernetes() as kube:
-        launcher = KubernetesLauncher("stash_gepa.worker", settings, kube.api_client)
+        launcher = KubernetesLauncher(settings, kube.api_client)
         dispatcher = _dispatcher(sessions, tmp_path, launcher)
         run_id = _queued(sessions)
         job_id = _claimed(sessions, dispatcher, run_id)
@@ -432,7 +499,7 @@ def _sleeping_workers(tmp_path: Path) -> LocalSubprocessLauncher:
     """Real worker processes that are alive but slow: each writes its pid under tmp_path/pids and never ends."""
     (tmp_path / "pids").mkdir(exist_ok=True)
     env = {PID_VARIABLE: str(tmp_path / "pids"), "PYTHONPATH": str(Path(support.__file__).parents[1])}
-    return LocalSubprocessLauncher("support.sleeping_worker", tmp_path / "logs", env)
+    return LocalSubprocessLauncher(tmp_path / "logs", env, "support.sleeping_worker")
 
 
 def test_a_worker_killed_with_sigkill_fails_its_run_within_seconds_with_how_it_ended(
@@ -488,12 +555,12 @@ def test_a_dead_replicas_kubernetes_job_is_adopted_by_a_live_one_and_its_failed_
 ) -> None:
     settings = KubernetesJobSettings(namespace="stash", relist_interval_s=2, watch_timeout_s=1)
     with emulated_kubernetes() as kube:
-        first = KubernetesLauncher("stash_gepa.worker", settings, kube.api_client)
+        first = KubernetesLauncher(settings, kube.api_client)
         departed = _leasing_dispatcher(sessions, tmp_path, first)
         run_id = _queued(sessions)
         assert departed.drain() == 1  # claimed and launched; its replica then renews nothing
         name = f"stash-gepa-{_run(sessions, run_id).job_id}"
-        second = KubernetesLauncher("stash_gepa.worker", settings, kube.api_client)
+        second = KubernetesLauncher(settings, kube.api_client)
         survivor = _leasing_dispatcher(sessions, tmp_path, second)
         survivor.leases.start()
         wait_until(lambda: survivor.leases.held() == [run_id], what="the adoption")

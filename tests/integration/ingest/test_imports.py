@@ -1,5 +1,6 @@
 """Importing through the real IngestServicer: all-or-nothing, upserts, sources, titles."""
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -245,3 +246,15 @@ def test_nul_character_in_an_id_is_refused_by_name_before_any_lookup(ingest: Any
 
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert f"{field}: contains U+0000" in error.details()
+
+
+def test_two_imports_of_the_same_new_traces_at_once_both_succeed(ingest: Any) -> None:
+    # Both find no trace with these ids and create them; the one that commits second conflicts and retries.
+    payload = "\n".join(stash_line(f"race-{number}") for number in range(500))
+    with ThreadPoolExecutor(2) as pool:
+        responses = list(pool.map(lambda _: import_payload(ingest, payload), range(2)))
+
+    results = sorted(tuple(sorted({item.result for item in response.results})) for response in responses)
+    assert [response.imported for response in responses] == [500, 500]
+    assert results == [(ingest_pb2.IMPORT_RESULT_CREATED,), (ingest_pb2.IMPORT_RESULT_UNCHANGED,)]
+    assert responses[0].trace_ids == responses[1].trace_ids

@@ -3,6 +3,7 @@
 from typing import Any
 
 import grpc
+import orjson
 import pytest
 
 from stash.rm.v1 import ingest_pb2
@@ -56,3 +57,44 @@ def test_batch_get_names_the_first_trace_the_owner_does_not_have(ingest: Any, tr
 
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     assert others in caught.value.details()
+
+
+def _revisions(stub: Any, wanted: list[tuple[str, int]], owner: str = OWNER) -> list[Any]:
+    request = ingest_pb2.BatchGetTraceRevisionsRequest(
+        owner_id=owner, wanted=[ingest_pb2.WantedRevision(trace_id=trace_id, revision=rev) for trace_id, rev in wanted]
+    )
+    return list(stub.BatchGetTraceRevisions(request, timeout=30).results)
+
+
+def test_batch_get_revisions_answers_each_in_request_order_without_spans(ingest: Any, trace_ids: list[str]) -> None:
+    grown = orjson.loads(stash_line("second"))
+    grown["steps"].append({"role": "user", "content": "Thanks!"})
+    import_payload(ingest, orjson.dumps(grown).decode())  # "second" is now at revision 2
+    others = import_payload(ingest, stash_line("theirs"), owner=OTHER_OWNER).trace_ids[0]
+
+    results = _revisions(ingest, [(trace_ids[2], 1), (trace_ids[1], 1), (others, 1), ("missing", 1), (trace_ids[0], 1)])
+
+    found = ingest_pb2.REVISION_STATE_FOUND
+    assert [item.state for item in results] == [
+        found,
+        ingest_pb2.REVISION_STATE_SUPERSEDED,
+        ingest_pb2.REVISION_STATE_NOT_FOUND,
+        ingest_pb2.REVISION_STATE_NOT_FOUND,
+        found,
+    ]
+    assert results[1].error_message == "the trace is at revision 2, not 1"
+    assert others not in str(results[2])  # another owner's trace is answered like a missing one
+    single = ingest.GetTraceRevision(
+        ingest_pb2.GetTraceRevisionRequest(owner_id=OWNER, trace_id=trace_ids[2], revision=1), timeout=30
+    ).trace
+    del single.spans[:]
+    assert results[0].trace == single
+    assert [trace.external_id for trace in (results[0].trace, results[4].trace)] == ["third", "first"]
+
+
+def test_batch_get_revisions_refuses_more_than_a_call_takes(ingest: Any) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        _revisions(ingest, [(f"t{n}", 1) for n in range(501)])
+
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "at most 500" in caught.value.details()

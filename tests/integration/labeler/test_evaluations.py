@@ -4,6 +4,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -11,6 +12,7 @@ import openai
 import orjson
 import pytest
 from fakes.llm_server import FakeLLM
+from sqlalchemy import select
 
 from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2, labeler_pb2_grpc
 from stash_common.channels import open_channel
@@ -24,9 +26,10 @@ from stash_labeler.labeling.llm import OpenAILabeler
 from stash_labeler.labeling.rules import RuleLabeler
 from support.claude_code import looping_test_session
 from support.fixtures import REAL_FIXTURES
-from support.ingest import OWNER, import_payload, serve_ingest, stash_line
+from support.ingest import OTHER_OWNER, OWNER, import_payload, serve_ingest, stash_line
 from support.labeler import CountingLabeler, RunningLabeler, serve_labeler
 from support.processes import free_port
+from support.scorer import wait_until
 
 CLAUDE_CODE = REAL_FIXTURES / "claude-code"
 
@@ -39,7 +42,7 @@ def wired(postgres_url: str) -> Iterator[Callable[..., tuple[Any, RunningLabeler
     def start(labeler: Any = None, announce: bool = True, **options: Any) -> tuple[Any, RunningLabeler]:
         port = free_port()
         labeler_client = LabelerClient(labeler_pb2_grpc.LabelerServiceStub(open_channel(f"127.0.0.1:{port}")))
-        announcer = Announcer(labeler_client.announce_revision)
+        announcer = Announcer(labeler_client.announce_revisions)
         ingest, stop_ingest = serve_ingest(postgres_url, derive_title, announcer if announce else None)
         running = serve_labeler(postgres_url, ingest, labeler or RuleLabeler(), port=port, **options)
         stops.extend([running.stop, stop_ingest])
@@ -216,11 +219,35 @@ def test_only_one_of_two_claimers_wins(wired: Callable[..., tuple[Any, RunningLa
         (evaluation_id,) = store.queued_ids(session, 10)
 
     with transaction(labeler.sessions) as first, transaction(labeler.sessions) as second:
-        results = [store.claim(first, evaluation_id)]
+        results = [store.claim(first, [evaluation_id])]
         first.commit()
-        results.append(store.claim(second, evaluation_id))
+        results.append(store.claim(second, [evaluation_id]))
 
-    assert results == [True, False]
+    assert [[item.evaluation_id for item in won] for won in results] == [[evaluation_id], []]
+
+
+def test_announced_revisions_are_queued_once_each_and_another_owners_trace_is_skipped(
+    wired: Callable[..., tuple[Any, RunningLabeler]],
+) -> None:
+    _ingest, labeler = wired(announce=False, start_worker=False)
+    with transaction(labeler.sessions) as session:
+        store.enqueue(session, OTHER_OWNER, "theirs", 1)
+
+    def announce(*revisions: tuple[str, int]) -> int:
+        request = labeler_pb2.AnnounceTraceRevisionsRequest(
+            owner_id=OWNER,
+            revisions=[labeler_pb2.AnnouncedRevision(trace_id=trace_id, revision=rev) for trace_id, rev in revisions],
+        )
+        return labeler.stub.AnnounceTraceRevisions(request, timeout=10).queued
+
+    assert announce(("t-1", 1), ("t-2", 1), ("t-2", 1), ("theirs", 2)) == 2
+    assert announce(("t-1", 1), ("t-1", 2)) == 1
+    with transaction(labeler.sessions) as session:
+        queued = session.execute(select(store.EvaluationRow.owner_id, store.EvaluationRow.trace_id)).all()
+        assert sorted(queued) == sorted([(OTHER_OWNER, "theirs"), (OWNER, "t-1"), (OWNER, "t-1"), (OWNER, "t-2")])
+    with pytest.raises(grpc.RpcError) as refused:
+        announce(("t-3", 0))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def test_an_abandoned_evaluation_is_queued_again_then_failed_after_three_attempts(
@@ -232,7 +259,7 @@ def test_an_abandoned_evaluation_is_queued_again_then_failed_after_three_attempt
     for _attempt in range(3):
         with transaction(labeler.sessions) as session:
             (evaluation_id,) = store.queued_ids(session, 10)
-            assert store.claim(session, evaluation_id)
+            assert store.claim(session, [evaluation_id])
         with transaction(labeler.sessions) as session:
             assert store.requeue_stale(session, timedelta(0), max_attempts=3) == 1
 
@@ -300,9 +327,14 @@ def test_relabel_sends_every_chunk_again_and_a_deleted_trace_is_forgotten(
     with transaction(labeler.sessions) as session:
         store.enqueue(session, OWNER, trace_id, 2)
     labeler.worker.drain()
+    # The labeler's own worker may have claimed the revision before this drain: wait for whichever took it.
+    wait_until(lambda: _forgotten(labeler, trace_id), timeout_s=15, what="the deleted trace forgotten")
+
+
+def _forgotten(labeler: RunningLabeler, trace_id: str) -> bool:
     with transaction(labeler.sessions) as session:
-        assert store.latest_evaluation(session, OWNER, trace_id, None) is None
-        assert store.kept_labels(session, trace_id) == {}
+        no_evaluation = store.latest_evaluation(session, OWNER, trace_id, None) is None
+        return no_evaluation and store.kept_labels(session, trace_id) == {}
 
 
 def test_relabel_of_another_owners_trace_is_not_found(wired: Callable[..., tuple[Any, RunningLabeler]]) -> None:
@@ -416,3 +448,43 @@ def test_process_patterns_of_several_traces_come_in_one_call_of_the_owners_findi
     with pytest.raises(grpc.RpcError) as refused:
         findings(trace_ids=[looping] * 501)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize("labeler_database", ["postgresql", "sqlite"])
+def test_one_batch_saves_each_evaluation_and_settles_each_failure_apart(
+    postgres_url: str, tmp_path: Path, labeler_database: str
+) -> None:
+    ingest, stop_ingest = serve_ingest(postgres_url, derive_title, None)
+    url = postgres_url if labeler_database == "postgresql" else f"sqlite:///{tmp_path / 'labeler.db'}"
+    labeler = serve_labeler(url, ingest, RuleLabeler(), start_worker=False)
+    try:
+        _one_batch(ingest, labeler)
+    finally:
+        labeler.stop()
+        stop_ingest()
+
+
+def _one_batch(ingest: Any, labeler: RunningLabeler) -> None:
+    labeled = [import_payload(ingest, stash_line(f"batch-{n}")).trace_ids[0] for n in range(3)]
+    deleted = import_payload(ingest, stash_line("batch-deleted")).trace_ids[0]
+    invalid = orjson.loads(stash_line("batch-invalid"))
+    invalid["steps"][1]["metadata"] = {"label": {"task_id": "t0", "actor": "user", "intent": "shouting"}}
+    invalid_id = import_payload(ingest, orjson.dumps(invalid).decode()).trace_ids[0]
+    assert labeler.worker.sweep() == 5
+    ingest.DeleteTrace(ingest_pb2.DeleteTraceRequest(owner_id=OWNER, trace_id=deleted), timeout=10)
+
+    assert labeler.worker.drain() == 5  # one batch
+
+    for trace_id in labeled:
+        found = evaluation(labeler, trace_id)
+        assert found.status == common_pb2.JOB_STATUS_SUCCEEDED
+        assert [step.label.actor for step in found.steps] == ["user", "agent", "agent", "agent"]
+    assert "step 1" in evaluation(labeler, invalid_id).error
+    with transaction(labeler.sessions) as session:
+        assert store.latest_evaluation(session, OWNER, deleted, None) is None
+        assert set(store.kept_labels(session, labeled[0])) == {"c0", "c1", "c2"}
+    # Announced again, an evaluated revision is not queued again.
+    labeler.stub.AnnounceTraceRevision(
+        labeler_pb2.AnnounceTraceRevisionRequest(owner_id=OWNER, trace_id=labeled[0], revision=1), timeout=10
+    )
+    assert labeler.worker.drain() == 0

@@ -10,12 +10,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from fakes.llm_server import FakeLLM
+from sqlalchemy import text
 
-from stash.rm.v1 import common_pb2, ingest_pb2_grpc, labeler_pb2, labeler_pb2_grpc
+from stash.rm.v1 import common_pb2, ingest_pb2, ingest_pb2_grpc, labeler_pb2, labeler_pb2_grpc
 from stash_common.channels import open_channel
-from stash_common.db import transaction
+from stash_common.db import make_engine, transaction
 from stash_common.leases import LeaseKeeper
 from stash_ingest.clients import LabelerClient
 from stash_ingest.revisions import Announcer
@@ -113,7 +115,7 @@ def test_an_evaluation_whose_labeler_was_killed_is_evaluated_again_within_second
         return "{}"
 
     fake_llm.reply = never_in_time
-    announcer = Announcer(LabelerClient(_labeler_stub(services)).announce_revision)
+    announcer = Announcer(LabelerClient(_labeler_stub(services)).announce_revisions)
     ingest, stop_ingest = serve_ingest(services.database_url, derive_title, announcer, port=services.ports["ingest"])
     try:
         llm = {"STASH_OPENAI_API_KEY": "test", "STASH_OPENAI_BASE_URL": f"{fake_llm.url}/v1"}
@@ -165,6 +167,31 @@ def test_a_labeler_started_before_ingest_waits_quietly_and_labels_its_first_trac
     assert '"level": "error"' not in log and "Traceback" not in log, log
 
 
+def test_ingest_answers_unavailable_until_its_tables_are_migrated(tmp_path: Path, empty_postgres_url: str) -> None:
+    """A labeler's early call must find ingest starting (UNAVAILABLE, retried quietly), not its tables missing."""
+    services = Services(tmp_path, empty_postgres_url)
+    blocker = make_engine(empty_postgres_url).connect()
+    try:
+        # Ingest's migration waits on this uncommitted table of the same name: ingest listens, but cannot migrate.
+        blocker.execute(text("CREATE TABLE alembic_version_ingest (version_num varchar(32) NOT NULL)"))
+        services.start("ingest", "ingest")
+        wait_for_health(services.address("ingest"), expected="NOT_SERVING")
+        ingest = ingest_pb2_grpc.IngestServiceStub(open_channel(services.address("ingest")))
+        with pytest.raises(grpc.RpcError) as starting:
+            ingest.ListTraceRevisions(ingest_pb2.ListTraceRevisionsRequest(), timeout=10)
+        blocker.rollback()
+        wait_for_health(services.address("ingest"))
+        listed = ingest.ListTraceRevisions(ingest_pb2.ListTraceRevisionsRequest(), timeout=10)
+    finally:
+        blocker.close()
+        services.stop()
+
+    assert starting.value.code() == grpc.StatusCode.UNAVAILABLE, starting.value.details()
+    assert "starting" in starting.value.details()
+    assert list(listed.revisions) == []
+    assert "Traceback" not in services.log("ingest"), services.log("ingest")
+
+
 def test_a_lease_in_hand_is_renewed_and_an_expired_one_is_queued_again(postgres_url: str) -> None:
     labeler = serve_labeler(postgres_url, _nobody(), RuleLabeler(), start_worker=False)
     try:
@@ -173,8 +200,8 @@ def test_a_lease_in_hand_is_renewed_and_an_expired_one_is_queued_again(postgres_
             store.enqueue(session, OWNER, "orphaned", 1)
         with transaction(labeler.sessions) as session:
             ids = store.queued_ids(session, 10)
+            assert len(store.claim(session, ids)) == 2
             for evaluation_id in ids:
-                assert store.claim(session, evaluation_id)
                 row = session.get(store.EvaluationRow, evaluation_id)
                 row.updated_at = row.updated_at - timedelta(minutes=1)  # both leases ran out a minute ago
         held = next(evaluation_id for evaluation_id in ids if _trace_of(labeler, evaluation_id) == "held")
@@ -194,7 +221,7 @@ def test_another_owners_first_trace_is_claimed_in_the_next_batch_whatever_the_ba
     backlog = 5 * CLAIM_BATCH
     port = free_port()
     announcer = Announcer(
-        LabelerClient(labeler_pb2_grpc.LabelerServiceStub(open_channel(f"127.0.0.1:{port}"))).announce_revision
+        LabelerClient(labeler_pb2_grpc.LabelerServiceStub(open_channel(f"127.0.0.1:{port}"))).announce_revisions
     )
     ingest, stop_ingest = serve_ingest(postgres_url, derive_title, announcer)
     labeler = serve_labeler(postgres_url, ingest, RuleLabeler(), start_worker=False, port=port)

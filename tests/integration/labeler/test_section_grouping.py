@@ -54,7 +54,7 @@ def test_a_multi_request_claude_code_session_has_one_task_per_request_and_progre
             [
                 ("I'll research the setup options and then draft beads for you.", "progress", "0..10", True),
                 (
-                    "Let me check the current project state and whether any of these are already con…",
+                    "Let me check the current project state and whether any of these are already…",
                     "progress",
                     "11..17",
                     True,
@@ -88,7 +88,7 @@ def test_work_changes_split_a_task_without_progress_messages_and_a_command_alone
         ),
         ("/mcp", "request", "8..11", False),
         (
-            "scrolling back in xterm.js still does not work (maybe because outer web catches…",
+            "scrolling back in xterm.js still does not work (maybe because outer web…",
             "request",
             "12..21",
             True,
@@ -109,19 +109,19 @@ def test_a_codex_rollout_keeps_a_continuous_run_of_inspection_together_and_title
     _covers_every_step_once(steps, tasks)
     assert [_tree(task) for task in tasks] == [
         (
-            "analyze trascript and summarzie action items related to codemie and demo preapr…",
+            "analyze trascript and summarzie action items related to codemie and demo…",
             "request",
             "0..23",
             True,
         ),
         (
-            "there is a need for nikita to draft demo scenario around governance, budgetings…",
+            "there is a need for nikita to draft demo scenario around governance,…",
             "request",
             "24..25",
             True,
         ),
         (
-            "use app tools to go to Analytics and Project management tabs in codemie plaform…",
+            "use app tools to go to Analytics and Project management tabs in codemie…",
             "request",
             "26..26",
             False,
@@ -150,7 +150,7 @@ def test_a_single_task_subagent_trace_is_one_task_holding_its_subtasks() -> None
                 ),
                 ("Let me find the correct paths for the missing files.", "progress", "20..36", True),
                 (
-                    "Now let me read all the found files. Let me also check if SessionLive uses inli…",
+                    "Now let me read all the found files. Let me also check if SessionLive uses…",
                     "progress",
                     "37..44",
                     True,
@@ -196,16 +196,47 @@ def test_explicit_task_labels_take_precedence_over_requests() -> None:
     ]
 
 
-def test_step_ids_are_untouched_and_leading_context_is_its_own_ungraded_task() -> None:
+def test_step_ids_are_untouched_and_a_leading_system_message_stays_with_the_first_request() -> None:
     steps = _steps("codex", "codex/codemie-codex-desktop-0.128-rollout.jsonl")
     system = TraceStep(id="system-prompt", index=0, role="system", content="You are Codex.")
 
     tasks = group_sections([system, *steps])
 
-    assert (tasks[0].title, tasks[0].title_source, tasks[0].step_ids, tasks[0].graded) == (
-        "Context",
-        "context",
-        ("system-prompt",),
-        False,
+    assert (tasks[0].title, tasks[0].title_source, tasks[0].graded) == (
+        "analyze trascript and summarzie action items related to codemie and demo…",
+        "request",
+        True,
     )
-    assert tasks[1].step_ids == tuple(step.id for step in steps[:24])
+    assert tasks[0].step_ids == ("system-prompt", *(step.id for step in steps[:24]))
+    assert len(tasks) == 3
+
+
+def test_leading_context_stays_with_the_first_labelled_task_too() -> None:
+    steps = _steps("claude_code", "claude-code/spotter-v2.1-tool-heavy.jsonl")
+    system = TraceStep(id="system-prompt", index=0, role="system", content="You are Claude Code.")
+    labelled = [
+        replace(step, metadata={**step.metadata, TASK_LABEL_KEY: "Run the app" if step.index < 12 else "Fix scroll"})
+        if step.index in (0, 12)
+        else step
+        for step in steps
+    ]
+
+    tasks = group_sections([system, *labelled])
+
+    assert [(task.title, task.first_step_id, task.last_step_id) for task in tasks] == [
+        ("Run the app", "system-prompt", "s11"),
+        ("Fix scroll", "s12", "s21"),
+    ]
+
+
+def test_leading_work_without_a_request_stays_a_task_of_its_own() -> None:
+    steps = [
+        TraceStep(id="a", index=0, role="system", content="You are an agent."),
+        TraceStep(id="b", index=1, role="assistant", content="Resuming: the build is green, publishing now."),
+        TraceStep(id="c", index=2, role="user", content="Thanks. Now update the changelog."),
+        TraceStep(id="d", index=3, role="assistant", content="Done."),
+    ]
+
+    tasks = group_sections(steps)
+
+    assert [(task.step_ids, task.graded) for task in tasks] == [(("a", "b"), True), (("c", "d"), True)]

@@ -16,12 +16,11 @@ import pytest
 from sqlalchemy import func, select
 
 from stash.rm.v1 import common_pb2, ingest_pb2, scorer_pb2
-from stash_common.coordination import RedisWakeups
-from stash_common.db import transaction, utc_now
-from stash_common.job_transfer import job_key
-from stash_common.kubernetes_launcher import KubernetesJobSettings, KubernetesLauncher
+from stash_common.db import new_id, transaction, utc_now
+from stash_common.jobs.kubernetes import KubernetesJobSettings, KubernetesLauncher
+from stash_common.jobs.transfer import job_key
+from stash_common.redis_wakeups import RedisWakeups
 from stash_scorer import store
-from stash_scorer.dispatcher import WORKER_MODULE
 from support.ingest import OTHER_OWNER, OWNER, import_payload, stash_line
 from support.kubernetes_api import emulated_kubernetes
 from support.scorer import RunningScorer, Wired, finished_run, wait_until
@@ -66,8 +65,31 @@ def _run_row(scorer: RunningScorer, run_id: str) -> store.ScoringRunRow:
         return row
 
 
-def _publish(scorer: RunningScorer, model_id: str, traces: list[Any]) -> Any:
-    request = scorer_pb2.PublishTrainingScoresRequest(owner_id=OWNER, reward_model_id=model_id, traces=traces)
+# One selected trace of a training job: its id, the revision the trainer read, its score and its actions' scores.
+Trained = tuple[str, int, float, list[tuple[str, float, float]]]
+
+
+def _store_training_job(scorer: RunningScorer, model_id: str, traces: list[Trained], owner: str = OWNER) -> str:
+    """A finished training job's files as the trainer and its worker leave them in object storage; their key."""
+    key = job_key("trainer", new_id())
+    revisions = {trace_id: revision for trace_id, revision, _, _ in traces}
+    job = {"kind": "train", "owner_id": owner, "reward_model_id": model_id, "trace_revisions": revisions}
+    scores = [{"trace_id": trace_id, "score": score} for trace_id, _, score, _ in traces]
+    actions = [
+        {"trace_id": trace_id, "step_id": step_id, "score": score, "credit": credit}
+        for trace_id, _, _, steps in traces
+        for step_id, score, credit in steps
+    ]
+    scorer.objects.put(f"{key}/job.json", orjson.dumps(job))
+    scorer.objects.put(f"{key}/scores.jsonl", b"".join(orjson.dumps(row) + b"\n" for row in scores))
+    scorer.objects.put(f"{key}/action_scores.jsonl", b"".join(orjson.dumps(row) + b"\n" for row in actions))
+    return key
+
+
+def _publish(scorer: RunningScorer, model_id: str, traces: list[Trained], key: str | None = None) -> Any:
+    """Have the scorer publish a training job's scores, reading them by the job's key."""
+    key = key or _store_training_job(scorer, model_id, traces)
+    request = scorer_pb2.PublishTrainingScoresRequest(owner_id=OWNER, reward_model_id=model_id, job_key=key)
     return scorer.stub.PublishTrainingScores(request, timeout=30)
 
 
@@ -122,6 +144,36 @@ def test_a_scored_trace_publishes_every_action_and_a_second_request_reuses_the_s
     assert (again.id, again.status) == (requested.id, SUCCEEDED)
     assert [job.run_count for job in _jobs(scorer)] == [1]
     assert [run.id for run in _runs(scorer, trace_id)] == [requested.id]
+
+
+def test_a_repeated_report_of_a_scored_trace_changes_nothing(wired: Wired) -> None:
+    scorer = wired.scorer()
+    model_id = wired.trainer.add_model(OWNER)
+    trace_id = _import(wired, "refund")
+    done = finished_run(scorer.stub, OWNER, _score(scorer, trace_id, model_id).id)
+    scores = _action_scores(scorer, trace_id)
+    repeated = scorer_pb2.ReportScoringResultRequest(
+        owner_id=OWNER,
+        scoring_run_id=done.id,
+        job_id=_run_row(scorer, done.id).job_id,
+        trace_id=trace_id,
+        trace_revision=1,
+        status=common_pb2.JOB_STATUS_FAILED,
+        error="a different answer the second time",
+    )
+
+    again = scorer.stub.ReportScoringResult(repeated, timeout=30).scoring_run
+
+    assert (again.id, again.status, again.HasField("error")) == (done.id, SUCCEEDED, False)
+    assert _action_scores(scorer, trace_id) == scores
+    with pytest.raises(grpc.RpcError) as refused:
+        scorer.stub.ReportScoringResult(
+            scorer_pb2.ReportScoringResultRequest(
+                owner_id=OWNER, scoring_run_id=done.id, job_id="another-job", status=common_pb2.JOB_STATUS_FAILED
+            ),
+            timeout=30,
+        )
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
 def test_two_simultaneous_requests_meet_at_one_run(wired: Wired) -> None:
@@ -213,7 +265,7 @@ def test_a_worker_that_exits_without_reporting_fails_its_runs(wired: Wired, monk
 def test_a_cluster_scorer_runs_a_kubernetes_job_whose_oom_kill_fails_its_runs(wired: Wired) -> None:
     settings = KubernetesJobSettings(namespace="stash", relist_interval_s=2, watch_timeout_s=1)
     with emulated_kubernetes() as kube:
-        launcher = KubernetesLauncher(WORKER_MODULE, settings, kube.api_client)
+        launcher = KubernetesLauncher(settings, kube.api_client)
         scorer = wired.scorer(max_attempts=1, launcher=launcher)
         model_id = wired.trainer.add_model(OWNER)
         run = _score(scorer, _import(wired, "refund"), model_id)
@@ -227,7 +279,7 @@ def test_a_cluster_scorer_runs_a_kubernetes_job_whose_oom_kill_fails_its_runs(wi
         done = finished_run(scorer.stub, OWNER, run.id)
         launcher.stop()
 
-    assert command == ["python", "-m", "stash_scorer.worker", "--job", f"jobs/scorer/{job.id}"]
+    assert command == ["python", "-m", "stash_common.jobs.worker", "score", "--job", f"jobs/scorer/{job.id}"]
     assert done.status == FAILED
     assert done.error.startswith(
         f"the scoring worker ended before reporting this trace: the Kubernetes Job {name} failed: OOMKilled: "
@@ -368,14 +420,12 @@ def test_a_succeeded_models_training_scores_are_published_and_its_other_traces_s
     grown = {**line, "steps": [*line["steps"], {"role": "user", "content": "Thanks!"}]}
     import_payload(wired.ingest, orjson.dumps(grown).decode())  # c is at revision 2 now
 
-    def scores(trace_id: str, step_ids: list[str] | None = None) -> scorer_pb2.TrainingTraceScores:
+    def scores(trace_id: str, step_ids: list[str] | None = None) -> Trained:
         ids = step_ids or [step.id for step in _actions(wired, trace_id)]
-        actions = [scorer_pb2.ActionScoreResult(step_id=step_id, score=0.1, credit=0.2) for step_id in ids]
-        return scorer_pb2.TrainingTraceScores(
-            trace_id=trace_id, trace_revision=1, trace_score=0.7, action_scores=actions
-        )
+        return trace_id, 1, 0.7, [(step_id, 0.1, 0.2) for step_id in ids]
 
-    published = _publish(scorer, model_id, [scores(trained), scores(unknown_step, ["elsewhere"]), scores(stale)])
+    key = _store_training_job(scorer, model_id, [scores(trained), scores(unknown_step, ["elsewhere"]), scores(stale)])
+    published = _publish(scorer, model_id, [], key)
 
     assert (published.published_traces, published.rejected_traces) == (1, 2)
     training_run = _runs(scorer, trained)[0]
@@ -392,6 +442,35 @@ def test_a_succeeded_models_training_scores_are_published_and_its_other_traces_s
     for trace_id in (untrained, unknown_step, stale):
         wait_until(lambda trace_id=trace_id: _action_scores(scorer, trace_id), what=f"background scores of {trace_id}")
     assert [run.id for run in _runs(scorer, trained)] == [training_run.id]  # never scored again
+    # Publishing the same job again (the trainer repeats itself after an outage) changes nothing.
+    again = _publish(scorer, model_id, [], key)
+    assert again.published_traces == 1
+    assert [run.id for run in _runs(scorer, trained)] == [training_run.id]
+
+
+def test_a_training_job_is_published_only_for_its_own_model(wired: Wired) -> None:
+    scorer = wired.scorer(start_dispatcher=False)
+    model_id, other_model = wired.trainer.add_model(OWNER), wired.trainer.add_model(OWNER, name="other")
+    other_job = _store_training_job(scorer, other_model, [])
+
+    for key, reason in (
+        (other_job, f"{other_job} is not the training job of reward model {model_id}"),
+        ("jobs/scorer/job-1", "job_key: must be a training job's key, jobs/trainer/<job id>"),
+    ):
+        with pytest.raises(grpc.RpcError) as refused:
+            _publish(scorer, model_id, [], key)
+        assert (refused.value.code(), reason in refused.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, True)
+
+
+def test_a_training_job_whose_files_are_gone_still_makes_the_model_ready(wired: Wired) -> None:
+    scorer = wired.scorer(start_dispatcher=False)
+    model_id = wired.trainer.add_model(OWNER)
+
+    published = _publish(scorer, model_id, [], job_key("trainer", "deleted-job"))
+
+    assert (published.published_traces, published.rejected_traces) == (0, 0)
+    with transaction(scorer.sessions) as session:
+        assert session.get(store.ScoringModelRow, model_id) is not None
 
 
 def test_reimports_and_deletions_take_their_scores_with_them(wired: Wired, monkeypatch: pytest.MonkeyPatch) -> None:

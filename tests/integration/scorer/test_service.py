@@ -37,16 +37,19 @@ def test_the_embedded_scorer_serves_once_its_tables_exist(tmp_path: Path, stoppe
 
 
 def test_the_cluster_scorer_serves_on_postgresql_and_redis(
-    tmp_path: Path, postgres_url: str, redis_url: str, stopped: list
+    tmp_path: Path, empty_postgres_url: str, redis_url: str, stopped: list
 ) -> None:
     env = stack_env(
-        tmp_path, STASH_PROFILE="cluster", STASH_SCORER_DATABASE_URL=postgres_url, STASH_SCORER_REDIS_URL=redis_url
+        tmp_path,
+        STASH_PROFILE="cluster",
+        STASH_SCORER_DATABASE_URL=empty_postgres_url,
+        STASH_SCORER_REDIS_URL=redis_url,
     )
     stopped.append(start_service("scorer", env))
 
     wait_for_health(env["STASH_SCORER_ADDRESS"])
 
-    engine = make_engine(postgres_url)
+    engine = make_engine(empty_postgres_url)
     assert set(Base.metadata.tables) <= set(inspect(engine).get_table_names())
     engine.dispose()
 

@@ -18,9 +18,10 @@ from stash_common.channels import open_channel
 from stash_common.coordination import InProcessWakeups
 from stash_common.db import make_engine, make_sessions, transaction, upgrade, utc_now
 from stash_common.errors import FailedPrecondition
-from stash_common.job_transfer import job_key
-from stash_common.kubernetes_launcher import KubernetesJobSettings, KubernetesLauncher
-from stash_common.launcher import JobEnd, LocalSubprocessLauncher
+from stash_common.jobs.kubernetes import KubernetesJobSettings, KubernetesLauncher
+from stash_common.jobs.launch import JobEnd
+from stash_common.jobs.local import LocalSubprocessLauncher
+from stash_common.jobs.transfer import job_key
 from stash_common.server import start
 from stash_common.steps import TraceStep
 from stash_common.storage import LocalObjectStore
@@ -28,7 +29,7 @@ from stash_common.training_metrics import TRAINING_METRIC_KEYS
 from stash_trainer import store
 from stash_trainer.api import TrainerServicer
 from stash_trainer.clients import ScoreClient
-from stash_trainer.jobs import TRACE_REVISIONS, WORKER_MODULE, Dispatcher, JobSettings, archive_key
+from stash_trainer.dispatcher import TRACE_REVISIONS, Dispatcher, JobSettings, archive_key
 from stash_trainer.pairs.inputs import Annotation, SourceTrace
 from support.kubernetes_api import emulated_kubernetes
 from support.processes import free_port
@@ -76,26 +77,41 @@ def test_only_one_of_two_claimers_wins(sessions: Any) -> None:
         assert (row.status, row.job_id) == ("running", won)
 
 
-def test_only_a_failed_model_can_be_retried_and_it_keeps_its_id_and_traces(sessions: Any) -> None:
+def test_only_a_failed_model_can_be_retried_and_it_keeps_its_id_traces_and_last_report(sessions: Any) -> None:
     model_id = _queued(sessions)
     with transaction(sessions) as session, pytest.raises(FailedPrecondition, match="only a failed reward model"):
         store.retry(session, OWNER, model_id)
     with transaction(sessions) as session:
         row = session.get(store.RewardModelRow, model_id)
         row.status, row.error, row.num_pairs, row.feedback = "failed", "boom", 1, []
+        row.job_id = row.feedback_job_id = "job-1"
+        assert not store.feedback_from_earlier_attempt(row)
 
     with transaction(sessions) as session:
         row = store.retry(session, OWNER, model_id)
-        assert (row.id, row.status, row.trace_ids, row.error, row.feedback) == (
+        assert (row.id, row.status, row.trace_ids, row.error, row.num_pairs) == (
             model_id,
             "queued",
             ["t1", "t2"],
             None,
             None,
         )
+        # The last report stays visible, marked as the earlier attempt's, until this launch records its own.
+        assert row.feedback == [] and store.feedback_from_earlier_attempt(row)
 
 
-def test_the_sweep_fails_interrupted_submissions_and_overdue_jobs(sessions: Any) -> None:
+@pytest.fixture(params=["postgresql", "sqlite"])
+def either_sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """Sessions on PostgreSQL (cluster profile) and on SQLite (embedded), which hands back naive datetimes."""
+    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else f"sqlite:///{tmp_path}/t.db"
+    upgrade("trainer", store.MIGRATIONS_DIR, url)
+    engine = make_engine(url)
+    yield make_sessions(engine)
+    engine.dispose()
+
+
+def test_the_sweep_fails_interrupted_submissions_and_overdue_jobs(either_sessions: Any) -> None:
+    sessions = either_sessions
     long_ago = utc_now() - timedelta(hours=2)
     interrupted = _queued(sessions, status="running", job_id="j1", claimed_at=long_ago)
     overdue = _queued(sessions, status="running", job_id="j2", claimed_at=long_ago, started_at=long_ago)
@@ -126,7 +142,7 @@ def _dispatcher(sessions: Any, scores: ScoreClient, tmp_path: Path, traces: Any 
         traces,
         scores,
         LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32),
-        LocalSubprocessLauncher(WORKER_MODULE, tmp_path / "logs"),
+        LocalSubprocessLauncher(tmp_path / "logs"),
         InProcessWakeups(),
         JobSettings("127.0.0.1:1", **settings),
     )
@@ -135,7 +151,7 @@ def _dispatcher(sessions: Any, scores: ScoreClient, tmp_path: Path, traces: Any 
 @contextmanager
 def _serving(sessions: Any, dispatcher: Dispatcher) -> Iterator[Any]:
     """A trainer on a real gRPC port around `dispatcher`; its stub."""
-    servicer = TrainerServicer(sessions, None, dispatcher.objects, dispatcher, "base", "local")
+    servicer = TrainerServicer(sessions, None, None, dispatcher.objects, dispatcher, "base", "local")
 
     def register(server: grpc.Server) -> list[str]:
         trainer_pb2_grpc.add_TrainerServiceServicer_to_server(servicer, server)
@@ -305,7 +321,7 @@ class _RecordingScorer(scorer_pb2_grpc.ScorerServiceServicer):
         with transaction(self.sessions) as session:
             self.statuses.append(session.get(store.RewardModelRow, request.reward_model_id).status)
         self.requests.append(request)
-        return scorer_pb2.PublishTrainingScoresResponse(published_traces=len(request.traces))
+        return scorer_pb2.PublishTrainingScoresResponse(published_traces=1)
 
 
 @pytest.fixture
@@ -324,17 +340,10 @@ def recording_scorer(sessions: Any) -> Iterator[tuple[_RecordingScorer, ScoreCli
 
 
 def _finished_job(sessions: Any, tmp_path: Path) -> tuple[str, trainer_pb2.CompleteJobRequest]:
-    """A claimed model whose worker uploaded its archive and scores: two actions of t1 and the whole of t1."""
+    """A claimed model whose worker uploaded its archive and scores (which stay where it left them)."""
     model_id = _queued(sessions)
     with transaction(sessions) as session:
         job_id = store.claim(session, model_id)
-    objects = LocalObjectStore(tmp_path / "artifacts", "http://127.0.0.1:1", b"k" * 32)
-    key = job_key("trainer", job_id)
-    objects.put(f"{key}/job.json", json.dumps({"kind": "train", TRACE_REVISIONS: {"t1": 3, "t2": 1}}).encode())
-    objects.put(f"{key}/scores.jsonl", (json.dumps({"trace_id": "t1", "score": 0.5}) + "\n").encode())
-    actions = [("s1", 1.5, 0.25), ("s3", -0.5, -0.75)]
-    lines = "".join(json.dumps({"trace_id": "t1", "step_id": s, "score": v, "credit": c}) + "\n" for s, v, c in actions)
-    objects.put(f"{key}/action_scores.jsonl", lines.encode())
     metrics = {**dict.fromkeys(TRAINING_METRIC_KEYS), "train_pairs": 10, "action_scoring_version": 1}
     request = trainer_pb2.CompleteJobRequest(
         owner_id=OWNER,
@@ -347,29 +356,52 @@ def _finished_job(sessions: Any, tmp_path: Path) -> tuple[str, trainer_pb2.Compl
     return model_id, request
 
 
-def test_a_succeeded_model_publishes_its_training_scores_after_it_is_recorded(
+def test_once_a_succeeded_models_worker_ended_the_scorer_gets_the_jobs_key_not_its_files(
     sessions: Any, tmp_path: Path, recording_scorer: tuple[_RecordingScorer, ScoreClient]
 ) -> None:
     recorder, client = recording_scorer
     model_id, request = _finished_job(sessions, tmp_path)
+    dispatcher = _dispatcher(sessions, client, tmp_path)
 
-    with _serving(sessions, _dispatcher(sessions, client, tmp_path)) as trainer:
+    with _serving(sessions, dispatcher) as trainer:
         trainer.CompleteJob(request, timeout=10)
+        assert recorder.requests == []  # the worker's own call relays nothing
+        dispatcher.job_ended(model_id, request.job_id, JobEnd(True, exit_code=0))
 
     (published,) = recorder.requests
     assert recorder.statuses == [store.SUCCEEDED]
     assert (published.owner_id, published.reward_model_id) == (OWNER, model_id)
-    first, second = published.traces
-    assert (first.trace_id, first.trace_revision, first.trace_score) == ("t1", 3, 0.5)
-    assert [(a.step_id, a.score, a.credit) for a in first.action_scores] == [("s1", 1.5, 0.25), ("s3", -0.5, -0.75)]
-    assert (second.trace_id, second.trace_revision, second.HasField("trace_score")) == ("t2", 1, False)
-    assert list(second.action_scores) == []
+    assert published.job_key == job_key("trainer", request.job_id)
 
 
-def test_an_unreachable_scorer_leaves_the_model_succeeded(sessions: Any, trainer: Any, tmp_path: Path) -> None:
+def test_a_repeated_completion_report_changes_nothing(sessions: Any, trainer: Any, tmp_path: Path) -> None:
     model_id, request = _finished_job(sessions, tmp_path)
+    first = trainer.CompleteJob(request, timeout=10).reward_model
+    with transaction(sessions) as session:
+        finished_at = session.get(store.RewardModelRow, model_id).finished_at
 
-    trainer.CompleteJob(request, timeout=10)
+    again = trainer.CompleteJob(request, timeout=10).reward_model
+    failed = trainer_pb2.CompleteJobRequest(
+        owner_id=OWNER, reward_model_id=model_id, job_id=request.job_id, status=common_pb2.JOB_STATUS_FAILED
+    )
+    late_failure = trainer.CompleteJob(failed, timeout=10).reward_model
+
+    assert first == again == late_failure
+    assert first.status == common_pb2.JOB_STATUS_SUCCEEDED
+    with transaction(sessions) as session:
+        row = session.get(store.RewardModelRow, model_id)
+        assert (row.status, row.error, row.finished_at) == (store.SUCCEEDED, None, finished_at)
+
+
+def test_an_unreachable_scorer_leaves_the_model_succeeded(
+    sessions: Any, tmp_path: Path, unreachable_scorer: ScoreClient
+) -> None:
+    model_id, request = _finished_job(sessions, tmp_path)
+    dispatcher = _dispatcher(sessions, unreachable_scorer, tmp_path)
+
+    with _serving(sessions, dispatcher) as trainer:
+        trainer.CompleteJob(request, timeout=10)
+        dispatcher.job_ended(model_id, request.job_id, JobEnd(True, exit_code=0))
 
     with transaction(sessions) as session:
         row = session.get(store.RewardModelRow, model_id)
@@ -396,10 +428,16 @@ def test_the_uploaded_job_keeps_the_revisions_read_the_device_and_where_to_repor
 ) -> None:
     model_id = _queued(sessions)
     with transaction(sessions) as session:
+        row = session.get(store.RewardModelRow, model_id)
+        row.feedback, row.feedback_job_id = [], "an-earlier-launch"  # what a retry keeps
         job_id = store.claim(session, model_id)
 
     dispatcher = _dispatcher(sessions, unreachable_scorer, tmp_path, _RatedTraces(), device="cpu")
     key = dispatcher.prepare(model_id, job_id)
+
+    with transaction(sessions) as session:  # no provider: this launch records that no extraction ran
+        row = session.get(store.RewardModelRow, model_id)
+        assert (row.feedback, row.feedback_job_id, store.feedback_from_earlier_attempt(row)) == (None, job_id, False)
 
     assert key == f"jobs/trainer/{job_id}"
     job = json.loads(dispatcher.objects.get(f"{key}/job.json"))
@@ -437,14 +475,14 @@ def test_a_cluster_trainer_launches_a_kubernetes_job_that_another_replica_settle
         return Dispatcher(sessions, _RatedTraces(), unreachable_scorer, objects, launcher, wakeups, JobSettings("t:1"))
 
     with emulated_kubernetes() as kube:
-        first = KubernetesLauncher(WORKER_MODULE, settings, kube.api_client)
+        first = KubernetesLauncher(settings, kube.api_client)
         launching = dispatcher(first)
         launched = launching.run_claimed(model_id, job_id)
         name = f"stash-train-{job_id}"
         command = kube.batch.read_namespaced_job(name, "stash").spec.template.spec.containers[0].command
         launching.stop()  # this replica goes away; its Job runs on
         first.stop()
-        replica_launcher = KubernetesLauncher(WORKER_MODULE, settings, kube.api_client)
+        replica_launcher = KubernetesLauncher(settings, kube.api_client)
         replica = dispatcher(replica_launcher)
 
         adopted = replica.adopt_running()
@@ -455,7 +493,7 @@ def test_a_cluster_trainer_launches_a_kubernetes_job_that_another_replica_settle
         replica_launcher.stop()
 
     assert launched is not None and launched.name == name
-    assert command == ["python", "-m", "stash_trainer.worker", "--job", f"jobs/trainer/{job_id}"]
+    assert command == ["python", "-m", "stash_common.jobs.worker", "train", "--job", f"jobs/trainer/{job_id}"]
     assert adopted == 1
     assert (row.status, row.progress["job_name"]) == ("failed", name)
     assert row.error == (

@@ -25,25 +25,62 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.modeling_layers import GenericForSequenceClassification
 
-from stash_common.rendering import segments
+from stash_common.rendering import section_of, segments, strip_marks
+from stash_common.reward_model.window import UNMARKED, kept_positions
 
 CPU_BATCH_TOKENS = 2048
 
 
-def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int | None) -> list[list[int]]:
+def tokenize(
+    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int | None, sectioned: bool = False
+) -> list[list[int]]:
     """Token ids of each text, its segments tokenised one by one, keeping its last `max_length` tokens.
 
     The tokenizer adds its special tokens once around the whole text and truncates on its own side
     (`load_checkpoint` makes that the left: the action is at the end), never past its
     `model_max_length`, which `load_checkpoint` sets to what the model embeds; `None` keeps every token.
+    Section marks are read, then dropped: `sectioned` (input version 3) fits each section into the
+    window with its own budget instead (`window.kept_positions`).
     """
     if not texts:
         return []
-    pieces = [segments(text) for text in texts]
+    marked = [segments(text) for text in texts]
+    pieces = [[strip_marks(piece) for piece in text] for text in marked]
     if max_length is None:
-        return tokenizer(pieces, is_split_into_words=True, verbose=False)["input_ids"]
+        whole: list[list[int]] = tokenizer(pieces, is_split_into_words=True, verbose=False)["input_ids"]
+        return whole
     limit = min(max_length, tokenizer.model_max_length)
-    return tokenizer(pieces, is_split_into_words=True, truncation=True, max_length=limit)["input_ids"]
+    if sectioned:
+        return _windowed(tokenizer, marked, pieces, limit)
+    encoded = tokenizer(pieces, is_split_into_words=True, truncation=True, max_length=limit)
+    truncated: list[list[int]] = encoded["input_ids"]
+    return truncated
+
+
+def _windowed(
+    tokenizer: PreTrainedTokenizerBase, marked: Sequence[Sequence[str]], pieces: Sequence[Sequence[str]], limit: int
+) -> list[list[int]]:
+    """Each text's tokens chosen section by section (input version 3's window of `limit` tokens)."""
+    if not tokenizer.is_fast:
+        raise ValueError(f"input version 3 needs a fast tokenizer (one that maps tokens to text); {tokenizer} is not")
+    encoded = tokenizer(list(pieces), is_split_into_words=True, verbose=False)
+    windowed = []
+    for row, text in enumerate(marked):
+        piece_sections = _piece_sections(text)
+        token_sections = [None if word is None else piece_sections[word] for word in encoded.word_ids(row)]
+        ids = encoded["input_ids"][row]
+        windowed.append([ids[position] for position in kept_positions(token_sections, limit)])
+    return windowed
+
+
+def _piece_sections(pieces: Sequence[str]) -> list[int]:
+    """Each segment's section: the one it starts, else the one the segment before it is in."""
+    sections, current = [], UNMARKED
+    for piece in pieces:
+        started = section_of(piece)
+        current = current if started is None else started
+        sections.append(current)
+    return sections
 
 
 def collate(sequences: Sequence[Sequence[int]], pad_id: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,7 +102,8 @@ def autocast(device: str) -> AbstractContextManager[None]:
 def rewards(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor | None, device: str) -> torch.Tensor:
     """One fp32 reward per row, from the model's head (decoders: at the last non-pad token)."""
     with autocast(device):
-        return model(input_ids=ids, attention_mask=mask).logits.squeeze(-1).float()
+        logits: torch.Tensor = model(input_ids=ids, attention_mask=mask).logits
+        return logits.squeeze(-1).float()
 
 
 def is_causal_decoder(model: PreTrainedModel) -> bool:
@@ -95,12 +133,13 @@ def score_texts(
     max_length: int,
     device: str,
     batch_size: int = 32,
+    sectioned: bool = False,
 ) -> list[float]:
     """The reward of each text, in input order; batches are sorted by length to spare padding."""
-    sequences = tokenize(tokenizer, texts, max_length)
+    sequences = tokenize(tokenizer, texts, max_length, sectioned)
     masked = not is_causal_decoder(model)
     scores = [0.0] * len(sequences)
-    model.eval()
+    model.train(False)
     with torch.inference_mode():
         for batch in sorted_batches([len(sequence) for sequence in sequences], batch_size, device):
             ids, mask = collate([sequences[i] for i in batch], tokenizer.pad_token_id, device)

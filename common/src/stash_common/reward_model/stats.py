@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stash_common.errors import FailedPrecondition
-from stash_common.job_files import describe, write_json
+from stash_common.jobs.files import describe, write_json
 
 REWARD_STATS_FILE = "reward_stats.json"
 ACTION_REWARD_STATS_FILE = "action_reward_stats.json"

@@ -36,18 +36,20 @@ from stash_common.reward_model.passes import TracePass, plan_pass
 
 @dataclass(frozen=True)
 class ScoringModel:
-    """A loaded checkpoint ready to score: the model, its tokenizer, the device, token limit and batch size."""
+    """A loaded checkpoint ready to score: the model, its tokenizer, the device, token limit and batch size,
+    and whether the limit is input version 3's sectioned window (`window.py`) rather than left truncation."""
 
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     device: str
     max_length: int
     batch_size: int
+    sectioned: bool = False
 
     def score_texts(self, texts: Sequence[str], batch_size: int | None = None) -> list[float]:
-        """The reward of each text, left-truncated, in length-sorted batches (`batch_size` overrides)."""
+        """The reward of each text, fitted to the token limit, in length-sorted batches (`batch_size` overrides)."""
         size = batch_size or self.batch_size
-        return score_texts(self.model, self.tokenizer, texts, self.max_length, self.device, size)
+        return score_texts(self.model, self.tokenizer, texts, self.max_length, self.device, size, self.sectioned)
 
 
 ActionScorer = Callable[[ScoringModel, Sequence[Sequence[str]]], list[list[float]]]
@@ -105,10 +107,11 @@ def position_rewards(scoring: ScoringModel, sequences: Sequence[Sequence[int]]) 
     model = scoring.model
     ids, _ = collate(sequences, scoring.tokenizer.pad_token_id, scoring.device)
     base, head = model.get_submodule(model.base_model_prefix), model.get_submodule("score")
-    model.eval()
+    model.train(False)
     with torch.inference_mode(), autocast(scoring.device):
         hidden = base(input_ids=ids, use_cache=False).last_hidden_state
-        return head(hidden).squeeze(-1).float()
+        rewards: torch.Tensor = head(hidden).squeeze(-1).float()
+        return rewards
 
 
 STRATEGIES: Mapping[str, ActionScorer] = {

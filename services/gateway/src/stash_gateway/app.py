@@ -9,11 +9,14 @@ import grpc
 import structlog
 from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.gzip import GZipMiddleware
 
 from stash_common.db import make_engine, make_sessions
 from stash_common.errors import StashError
+from stash_common.outages import DATABASE, REDIS
+from stash_common.readiness import database_check, redis_check
 from stash_common.server import start
 from stash_common.storage import LocalObjectStore, load_signing_key
 from stash_gateway import otlp, web
@@ -27,15 +30,18 @@ from stash_gateway.openapi import (
 from stash_gateway.otlp import register_trace_service
 from stash_gateway.peers import Peers
 from stash_gateway.query.engine import QueryEngine
-from stash_gateway.rate_limits import RateLimits, make_buckets
+from stash_gateway.rate_limits import RateLimits, make_buckets, make_slots
 from stash_gateway.routes import (
     account,
     admin,
     artifacts,
+    evaluator,
+    evaluator_admin,
     exports,
     gepa_runs,
     health,
     query,
+    reviewers,
     reward_models,
     sections,
     sources,
@@ -47,7 +53,7 @@ from stash_gateway.routes import (
 # Renamed: `annotations` is already the name of the `__future__` feature imported above.
 from stash_gateway.routes import annotations as annotation_routes
 from stash_gateway.settings import GatewaySettings
-from stash_gateway.status import rpc_error_response, stash_error_response
+from stash_gateway.status import rpc_error_response, stash_error_response, unexpected_error_response
 
 log = structlog.get_logger(__name__)
 
@@ -59,12 +65,21 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings.database_url)
         app.state.sessions = make_sessions(engine)
+        app.state.store_checks = {DATABASE: database_check(engine)}
+        if settings.redis_url:
+            app.state.store_checks[REDIS] = redis_check(settings.redis_url)
         app.state.peers = Peers(settings)
         app.state.query_engine = QueryEngine(app.state.peers, settings, app.state.metrics.registry)
         app.state.admin_key = admin.admin_credential(settings)
         if app.state.admin_key is None:
             log.warning("admin routes disabled", reason="STASH_GATEWAY_ADMIN_KEY is not set")
-        otlp_grpc = start(register_trace_service(app.state), settings.host, settings.otlp_grpc_port)
+        otlp_grpc = start(
+            register_trace_service(app.state),
+            settings.host,
+            settings.otlp_grpc_port,
+            port_variable="STASH_GATEWAY_OTLP_GRPC_PORT",
+            stack_id=settings.stack_id,
+        )
         app.state.otlp_grpc_port = otlp_grpc.port
         log.info("otlp grpc receiver", port=otlp_grpc.port)
         yield
@@ -83,12 +98,16 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = HttpMetrics()
     app.state.rate_limits = RateLimits(settings, make_buckets(settings))
+    app.state.import_slots = make_slots(settings)
     # Gzip for clients that accept it, innermost (added first) so it sees whole bodies and skips small ones;
     # answers already encoded, gRPC and event streams are left alone.
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=6)
     app.middleware("http")(app.state.metrics.middleware)
     app.add_exception_handler(StashError, stash_error_response)
     app.add_exception_handler(grpc.RpcError, rpc_error_response)
+    # The database's own errors (an outage is 503), then anything else (a JSON 500), none with the exception's text.
+    for unexpected in (SQLAlchemyError, Exception):
+        app.add_exception_handler(unexpected, unexpected_error_response)
     app.add_exception_handler(RequestValidationError, validation_error_response)
     app.add_exception_handler(StarletteHTTPException, method_not_allowed_response)
     document_errors(app)
@@ -102,10 +121,13 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         annotation_routes,
         exports,
         sources,
+        reviewers,
         trajectories,
         reward_models,
         gepa_runs,
         transcripts,
+        evaluator,
+        evaluator_admin,
     )
     for module in (*routes, otlp):
         app.include_router(module.router)

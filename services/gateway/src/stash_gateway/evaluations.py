@@ -18,6 +18,7 @@ from stash_gateway.peers import tolerating_outage
 from stash_gateway.rendering import enum_name, optional, struct_json, timestamp_json
 
 PATTERN_TRACES_MAX = 10_000
+IMPORTED, AUTOMATIC = "imported", "automatic"  # where a step reward or the task scores came from
 
 
 def trace_evaluations(
@@ -38,18 +39,44 @@ def trace_evaluations(
 def merge_evaluation(
     detail: dict[str, Any], latest: labeler_pb2.TraceEvaluation | None, shown: labeler_pb2.TraceEvaluation | None
 ) -> dict[str, Any]:
-    """Add `evaluation`, `step_scores`, and each step's `metadata.label` / `metadata.reward` to a TraceDetail."""
+    """Add `evaluation`, `step_scores`, and each step's `metadata.label` / `metadata.reward` to a TraceDetail.
+
+    Imported supervision is kept (spec: Step scores): a step imported with `metadata.reward` keeps it, marked
+    `reward_source: "imported"`, with the rule breakdown beside it as `metadata.rule_reward`; a trace imported
+    with `metadata.step_scores` keeps those as `step_scores` (`step_scores_source: "imported"`), with the rule
+    task scores as `rule_step_scores`. Otherwise the rule scores are `reward` and `step_scores` ("automatic").
+    """
     detail["evaluation"] = _evaluation_json(latest, shown)
-    detail["step_scores"] = [_task_json(task) for task in shown.task_scores] if shown is not None else []
+    rule_tasks = [_task_json(task) for task in shown.task_scores] if shown is not None else []
+    imported_tasks = detail["metadata"].get("step_scores")
+    if isinstance(imported_tasks, list):
+        detail.update(step_scores=imported_tasks, step_scores_source=IMPORTED, rule_step_scores=rule_tasks)
+    else:
+        detail.update(step_scores=rule_tasks, step_scores_source=AUTOMATIC, rule_step_scores=rule_tasks)
     detail["process_patterns"] = [_finding_json(item) for item in shown.process_patterns] if shown is not None else []
+    for step in detail["steps"]:
+        if "reward" in step["metadata"]:
+            step["metadata"]["reward_source"] = IMPORTED
     if shown is None:
         return detail
     by_step = {step.step_id: step for step in shown.steps}
     for step in detail["steps"]:
         evaluated = by_step.get(step["id"])
         if evaluated is not None:
-            step["metadata"] = {**step["metadata"], **_step_metadata(evaluated)}
+            step["metadata"] = _merged_step_metadata(step["metadata"], _step_metadata(evaluated))
     return detail
+
+
+def _merged_step_metadata(stored: dict[str, Any], automatic: dict[str, Any]) -> dict[str, Any]:
+    """The step's metadata with the automatic labels; an imported reward stays, the rule one goes beside it."""
+    rule_reward = automatic.pop("reward", None)
+    merged = {**stored, **automatic}
+    if stored.get("reward_source") == IMPORTED:
+        if rule_reward is not None:
+            merged["rule_reward"] = rule_reward
+    elif rule_reward is not None:
+        merged.update(reward=rule_reward, reward_source=AUTOMATIC)
+    return merged
 
 
 def _evaluation_json(

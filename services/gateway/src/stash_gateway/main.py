@@ -1,10 +1,16 @@
-"""Entry point: load settings, migrate the gateway's tables, serve the REST API with uvicorn."""
+"""Entry point: load settings, take the gateway's ports, migrate its tables, serve the REST API with uvicorn.
+
+The ports are taken before anything else, so a port in use stops the start at once with a message naming
+what holds it (`stash_common.listeners`); uvicorn is handed the bound socket instead of binding its own.
+"""
 
 from __future__ import annotations
 
 import uvicorn
 
 from stash_common.db import upgrade
+from stash_common.instance import hold
+from stash_common.listeners import bound_socket, check_free
 from stash_common.logs import configure_logging
 from stash_common.settings import load
 from stash_gateway.access_log import redact_access_log
@@ -18,11 +24,16 @@ def main() -> None:
     settings = load(GatewaySettings)
     configure_logging("gateway", settings.log_level)
     redact_access_log()
+    if settings.profile == "embedded":
+        hold(settings.data_dir, "gateway", settings.stack_id)
+    listener = bound_socket(settings.host, settings.port, "STASH_GATEWAY_PORT")
+    check_free(settings.host, settings.otlp_grpc_port, "STASH_GATEWAY_OTLP_GRPC_PORT")
     upgrade("gateway", MIGRATIONS_DIR, settings.database_url)
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings),
-        host=settings.host,
+        host=settings.host,  # what its start-up message names; it listens on `listener`
         port=settings.port,
         log_config=None,
         timeout_graceful_shutdown=settings.shutdown_grace_s,
     )
+    uvicorn.Server(config).run(sockets=[listener])

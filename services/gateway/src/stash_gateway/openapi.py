@@ -18,7 +18,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from pydantic import AfterValidator, BaseModel, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
@@ -35,7 +35,7 @@ DESCRIPTIONS = {
     404: "the object does not exist or belongs to another owner",
     409: "the object is in a state that does not allow this, or already exists",
     400: "the body cannot be parsed: not UTF-8 JSON (OTLP: not an export request, as a `google.rpc.Status`)",
-    413: "the request is larger than a limit allows (README: Limits and errors)",
+    413: "the request is larger than a limit allows (docs/api.md: Limits)",
     415: "OTLP: an unsupported content type or encoding",
     422: "invalid input; `field` names the parameter or JSON path at fault",
     429: "the API key's rate limit is spent; retry after `Retry-After` seconds",
@@ -69,9 +69,16 @@ def _in_utc(moment: datetime) -> datetime:
 UtcDateTime = Annotated[datetime, AfterValidator(_in_utc)]
 
 
-class RequestBody(BaseModel):
-    """Base of every JSON request body: a string holding U+0000 is 422 naming its field, since no store can
-    hold it (the InvalidArgument is not a ValueError, so it leaves pydantic as it is, field and all)."""
+class ClosedBody(BaseModel):
+    """A JSON object of a request that takes only its declared fields: another is 422 naming it, and the
+    schema says so (`additionalProperties: false`), so clients learn it from the OpenAPI document."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class RequestBody(ClosedBody):
+    """Base of every JSON request body: closed, and a string holding U+0000 is 422 naming its field, since no
+    store can hold it (the InvalidArgument is not a ValueError, so it leaves pydantic as it is, field and all)."""
 
     @model_validator(mode="after")
     def _storable(self) -> Self:

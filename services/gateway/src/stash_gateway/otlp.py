@@ -35,7 +35,7 @@ from stash_gateway.routes import API_PREFIX
 from stash_gateway.routes.traces import limited_body
 from stash_gateway.settings import GatewaySettings
 from stash_gateway.state import Services, Settings
-from stash_gateway.status import client_message
+from stash_gateway.status import RETRY_AFTER_S, client_message
 
 router = APIRouter(prefix=API_PREFIX, tags=["opentelemetry"])
 PROTOBUF = "application/x-protobuf"
@@ -105,16 +105,24 @@ async def receive_traces(request: Request, services: Services, settings: Setting
     try:
         result = await run_in_threadpool(services.ingest.IngestOtlpSpans, message, timeout=settings.otlp_timeout_s)
     except grpc.RpcError as error:
-        if error.code() not in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED):
+        if error.code().name not in _OTLP_HTTP_STATUS:
             raise
-        return _status_response(error.code().name, error.details() or "", media)
+        return _status_response(error.code().name, client_message(settings, error), media)
     return _encode(export_response(result), media, 200)
 
 
+# OTLP/HTTP's answers (the specification's, not the REST table's): bad data 400, a body over a limit 413, and
+# the statuses its exporters retry, which say when (Retry-After).
+_OTLP_HTTP_STATUS = {"INVALID_ARGUMENT": 400, "RESOURCE_EXHAUSTED": 413, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504}
+
+
 def _status_response(code_name: str, message: str, media: str) -> Response:
-    """OTLP's error answer: a `google.rpc.Status`, 400 for bad input and 413 for a body over a limit."""
+    """OTLP's error answer: a `google.rpc.Status` with the HTTP status `_OTLP_HTTP_STATUS` gives its code."""
     status = status_pb2.Status(code=code_pb2.Code.Value(code_name), message=message)
-    return _encode(status, media, 400 if code_name == "INVALID_ARGUMENT" else 413)
+    response = _encode(status, media, _OTLP_HTTP_STATUS[code_name])
+    if response.status_code in (503, 504):
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return response
 
 
 def export_response(result: ingest_pb2.IngestOtlpSpansResponse) -> trace_service_pb2.ExportTraceServiceResponse:

@@ -14,8 +14,15 @@ import grpc
 import structlog
 from google.protobuf.message import Message
 
-from stash.rm.v1 import gepa_pb2_grpc, ingest_pb2_grpc, labeler_pb2_grpc, scorer_pb2_grpc, trainer_pb2_grpc
-from stash_common.channels import check_health, open_channel
+from stash.rm.v1 import (
+    evaluator_pb2_grpc,
+    gepa_pb2_grpc,
+    ingest_pb2_grpc,
+    labeler_pb2_grpc,
+    scorer_pb2_grpc,
+    trainer_pb2_grpc,
+)
+from stash_common.channels import READINESS_NAMES, check_health, open_channel
 from stash_common.settings import ServiceSettings
 
 log = structlog.get_logger()
@@ -43,6 +50,7 @@ class Peers:
 
     def __init__(self, settings: ServiceSettings) -> None:
         self.channels: dict[str, grpc.Channel] = {name: open_channel(settings.address_of(name)) for name in PEER_NAMES}
+        self.stack_id = settings.stack_id
 
     @property
     def ingest(self) -> ingest_pb2_grpc.IngestServiceStub:
@@ -60,6 +68,11 @@ class Peers:
         return trainer_pb2_grpc.TrainerServiceStub(self.channels["trainer"])
 
     @property
+    def evaluator(self) -> evaluator_pb2_grpc.EvaluatorServiceStub:
+        """A stub for the shared evaluator's data, which the trainer serves."""
+        return evaluator_pb2_grpc.EvaluatorServiceStub(self.channels["trainer"])
+
+    @property
     def scorer(self) -> scorer_pb2_grpc.ScorerServiceStub:
         """A stub for the scorer service."""
         return scorer_pb2_grpc.ScorerServiceStub(self.channels["scorer"])
@@ -69,11 +82,15 @@ class Peers:
         """A stub for the gepa service."""
         return gepa_pb2_grpc.GepaServiceStub(self.channels["gepa"])
 
-    def health(self, timeout_s: float) -> dict[str, str]:
-        """Every service's health status name, checked concurrently."""
+    def readiness(self, timeout_s: float) -> dict[str, str]:
+        """Every service's readiness (SERVING while it and its database answer; ANOTHER_STACK for a service
+        of another stack than the gateway's), checked concurrently."""
+
+        def check(name: str) -> str:
+            return check_health(self.channels[name], READINESS_NAMES[name], timeout_s, self.stack_id)
+
         with ThreadPoolExecutor(max_workers=len(self.channels)) as pool:
-            statuses = pool.map(lambda channel: check_health(channel, timeout_s=timeout_s), self.channels.values())
-            return dict(zip(self.channels, statuses, strict=True))
+            return dict(zip(self.channels, pool.map(check, self.channels), strict=True))
 
     def close(self) -> None:
         """Close every channel."""

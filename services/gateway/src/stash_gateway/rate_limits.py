@@ -1,4 +1,4 @@
-"""Per-key rate limits of the expensive routes: imports, OTLP and /query.
+"""Per-key rate limits of the expensive routes (imports, OTLP and /query), and the bound on a key's running imports.
 
 Each API key has one token bucket per group, holding a minute's allowance: a key may send that many
 requests in a burst, then one each 60/limit seconds. A refused request is 429 with `Retry-After`
@@ -11,18 +11,26 @@ replica spends from the same allowance (one Lua script reads, refills and spends
 on Redis's clock, so replicas' clocks never matter); in the process in the embedded profile, which
 runs one gateway. While Redis cannot be reached requests are let through, with a warning a minute:
 a limiter outage must not stop imports.
+
+Concurrent imports: a key may have `max_concurrent_imports_per_key` imports (POST /traces/import,
+/api/v1/me/transcripts) running at once; one more is refused at once with 429 and `Retry-After: 1`,
+before its body is read, so one key can hold at most that many bodies in the gateway and that many
+payloads in ingest's memory. A refusal, not a queue: a client that retries after the delay gets in as
+soon as one of its imports ends, and a request never waits unseen behind a key's earlier ones. Slots
+are kept beside the buckets (Redis: a sorted set of leases per key that expire after the import
+deadline, so a replica that dies never holds a slot for good).
 """
 
 from __future__ import annotations
 
 import math
+import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Annotated, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
-import redis
 import structlog
 from fastapi import Depends, HTTPException, Request
 
@@ -34,6 +42,8 @@ Group = Literal["imports", "otlp", "query"]
 log = structlog.get_logger(__name__)
 
 BUCKET_KEY_PREFIX = "stash:rate:"
+SLOTS_KEY_PREFIX = "stash:imports:"
+IMPORT_RETRY_AFTER_S = 1
 OUTAGE_WARNING_INTERVAL_S = 60.0
 
 
@@ -103,11 +113,19 @@ return tostring(wait)
 """
 
 
+def _connect(url: str) -> tuple[Any, type[Exception]]:
+    """A Redis client for `url` and the error class its calls raise."""
+    import redis  # most of a second to import: only the cluster profile's gateway needs it
+
+    client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+    return client, redis.RedisError
+
+
 class RedisBuckets:
     """Buckets in Redis, shared by every gateway replica."""
 
     def __init__(self, url: str) -> None:
-        self.client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        self.client, self.redis_error = _connect(url)
         self.script = self.client.register_script(_SPEND)
         self.warned_at = -math.inf
 
@@ -115,7 +133,7 @@ class RedisBuckets:
         """See `Buckets.spend`; 0 (let through) while Redis cannot be reached."""
         try:
             return float(self.script(keys=[BUCKET_KEY_PREFIX + bucket], args=[capacity, rate]))
-        except redis.RedisError as error:
+        except self.redis_error as error:
             if time.monotonic() - self.warned_at >= OUTAGE_WARNING_INTERVAL_S:
                 self.warned_at = time.monotonic()
                 log.warning("rate limits not enforced: Redis cannot be reached", error=str(error))
@@ -175,5 +193,113 @@ def limited_reader(group: Group) -> Callable[[Request, Principal], Principal]:
     return dependency
 
 
-ImportWriter = Annotated[Principal, Depends(limited_writer("imports"))]
+class Slots(Protocol):
+    """Where the running imports of each key are counted."""
+
+    def take(self, key: str, most: int, lease_s: float) -> str | None:
+        """A token for one more running import of `key`, or None when `most` are running."""
+        ...
+
+    def give_back(self, key: str, token: str) -> None:
+        """End the import that took `token`."""
+        ...
+
+
+class InProcessSlots:
+    """Running imports counted in this process (the embedded profile's one gateway)."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def take(self, key: str, most: int, lease_s: float) -> str | None:
+        """See `Slots.take`."""
+        with self.lock:
+            if self.running.get(key, 0) >= most:
+                return None
+            self.running[key] = self.running.get(key, 0) + 1
+            return key
+
+    def give_back(self, key: str, token: str) -> None:
+        """See `Slots.give_back`."""
+        with self.lock:
+            self.running[key] -= 1
+            if not self.running[key]:
+                del self.running[key]
+
+
+# KEYS[1]: the key's leases (a sorted set scored by expiry); ARGV: token, most, lease seconds. 1 when taken.
+_TAKE = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3])) + 1)
+return 1
+"""
+
+
+class RedisSlots:
+    """Running imports as leases in Redis, shared by every gateway replica."""
+
+    def __init__(self, url: str) -> None:
+        self.client, self.redis_error = _connect(url)
+        self.script = self.client.register_script(_TAKE)
+        self.warned_at = -math.inf
+
+    def take(self, key: str, most: int, lease_s: float) -> str | None:
+        """See `Slots.take`; a token (let through) while Redis cannot be reached."""
+        token = secrets.token_hex(8)
+        try:
+            taken = self.script(keys=[SLOTS_KEY_PREFIX + key], args=[token, most, lease_s])
+        except self.redis_error as error:
+            self._warn(error)
+            return token
+        return token if int(taken) else None
+
+    def give_back(self, key: str, token: str) -> None:
+        """See `Slots.give_back`; an unreachable Redis lets the lease expire."""
+        try:
+            self.client.zrem(SLOTS_KEY_PREFIX + key, token)
+        except self.redis_error as error:
+            self._warn(error)
+
+    def _warn(self, error: Exception) -> None:
+        if time.monotonic() - self.warned_at >= OUTAGE_WARNING_INTERVAL_S:
+            self.warned_at = time.monotonic()
+            log.warning("concurrent imports not bounded: Redis cannot be reached", error=str(error))
+
+
+def make_slots(settings: GatewaySettings) -> Slots:
+    """Redis slots when a URL is configured (the cluster profile), in-process ones otherwise."""
+    return RedisSlots(settings.redis_url) if settings.redis_url else InProcessSlots()
+
+
+def import_slot(
+    request: Request, principal: Annotated[Principal, Depends(limited_writer("imports"))]
+) -> Iterator[Principal]:
+    """A dependency: a full-access key within its import allowance that has an import slot for this request,
+    held until the request ends (429 with Retry-After when the key's imports are all running)."""
+    settings: GatewaySettings = request.app.state.settings
+    most = settings.max_concurrent_imports_per_key
+    if most <= 0:
+        yield principal
+        return
+    slots: Slots = request.app.state.import_slots
+    token = slots.take(principal.key_id, most, settings.import_timeout_s)
+    if token is None:
+        detail = (
+            f"{most} imports of this API key are already running; a key may run {most} at once: retry after one ends"
+        )
+        raise HTTPException(429, detail, headers={"Retry-After": str(IMPORT_RETRY_AFTER_S)})
+    try:
+        yield principal
+    finally:
+        slots.give_back(principal.key_id, token)
+
+
+ImportWriter = Annotated[Principal, Depends(import_slot)]
 QueryReader = Annotated[Principal, Depends(limited_reader("query"))]

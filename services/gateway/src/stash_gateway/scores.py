@@ -6,11 +6,18 @@ a scorer out of reach leaves `scores`, `action_scores` and `scoring_runs` empty 
 null instead of failing the view, every read is bounded by the caller's `timeout_s`
 (GatewaySettings.score_timeout_s), and once the first read finds the scorer out of reach the view
 does not wait for the others.
+
+Action scores are keyed by step id, and the scorer drops those of removed steps only when its debounced
+sweep acts on a new revision; until then it still holds scores of steps a re-import replaced. A trace view
+therefore keeps only the action scores of the steps it shows, which ingest read at the current revision.
+
+The shared evaluator's scores come apart (`shared_evaluator`): the release that scored the trace, which is the
+current release once it has, else the release most recently current that did, and why there is none otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from stash.rm.v1 import common_pb2, scorer_pb2
@@ -64,18 +71,83 @@ def latest_score_json(score: common_pb2.LatestScore) -> dict[str, Any]:
     }
 
 
-def trace_scores(scorer: ScorerServiceStub, owner_id: str, trace_id: str, timeout_s: float) -> dict[str, Any]:
-    """A TraceDetail's `scores`, `action_scores` and `scoring_runs` (latest per model)."""
+SCORER_OUT_OF_REACH = "the scorer is out of reach; try again shortly"
+
+
+def shared_evaluator_json(
+    response: scorer_pb2.GetEvaluatorScoresResponse | None, step_ids: Collection[str]
+) -> dict[str, Any]:
+    """`SharedEvaluatorScores`: `{release, current_release, trace_score, action_scores: [{step_id, score, credit}],
+    scored_at, reason}`; `release` null and `reason` set when no release has scored the trace."""
+    if response is None or not response.HasField("scores"):
+        return {
+            "release": None,
+            "current_release": optional(response, "current_release") if response is not None else None,
+            "trace_score": None,
+            "action_scores": [],
+            "scored_at": None,
+            "reason": response.reason if response is not None else SCORER_OUT_OF_REACH,
+        }
+    scores = response.scores
+    return {
+        "release": scores.release,
+        "current_release": optional(response, "current_release"),
+        "trace_score": optional(scores, "trace_score"),
+        "action_scores": [
+            {"step_id": action.step_id, "score": action.score, "credit": action.credit}
+            for action in scores.action_scores
+            if action.step_id in step_ids
+        ],
+        "scored_at": timestamp_json(scores, "scored_at"),
+        "reason": None,
+    }
+
+
+def shared_trace_scores(
+    scorer: ScorerServiceStub, owner_id: str, trace_ids: Sequence[str], timeout_s: float
+) -> dict[str, dict[str, Any]]:
+    """Each listed trace's `shared_evaluator` summary `{release, score, scored_at}`, for the traces that have one."""
+    if not trace_ids:
+        return {}
+    request = scorer_pb2.BatchGetEvaluatorScoresRequest(owner_id=owner_id, trace_ids=trace_ids)
+    response = tolerating_outage("scorer", scorer.BatchGetEvaluatorScores, request, timeout_s)
+    found = response.scores if response is not None else {}
+    return {
+        trace_id: {
+            "release": scores.release,
+            "score": optional(scores, "trace_score"),
+            "scored_at": timestamp_json(scores, "scored_at"),
+        }
+        for trace_id, scores in found.items()
+    }
+
+
+def trace_scores(
+    scorer: ScorerServiceStub, owner_id: str, trace_id: str, step_ids: Collection[str], timeout_s: float
+) -> dict[str, Any]:
+    """A TraceDetail's `scores`, `action_scores` of the shown `step_ids` (the current revision's),
+    `scoring_runs` (latest per model) and `shared_evaluator`."""
     key = {"owner_id": owner_id, "trace_id": trace_id}
-    runs = tolerating_outage("scorer", scorer.ListScoringRuns, scorer_pb2.ListScoringRunsRequest(**key), timeout_s)
-    if runs is None:
-        return {"scores": [], "action_scores": [], "scoring_runs": []}
-    scores = tolerating_outage("scorer", scorer.ListTraceScores, scorer_pb2.ListTraceScoresRequest(**key), timeout_s)
+    # The scorer publishes a run's action scores, trace score and status in one transaction, but these are
+    # three reads: in this order, a view that shows a run's action scores also shows the rest of it.
     actions = tolerating_outage("scorer", scorer.ListActionScores, scorer_pb2.ListActionScoresRequest(**key), timeout_s)
+    if actions is None:
+        return {
+            "scores": [],
+            "action_scores": [],
+            "scoring_runs": [],
+            "shared_evaluator": shared_evaluator_json(None, ()),
+        }
+    scores = tolerating_outage("scorer", scorer.ListTraceScores, scorer_pb2.ListTraceScoresRequest(**key), timeout_s)
+    runs = tolerating_outage("scorer", scorer.ListScoringRuns, scorer_pb2.ListScoringRunsRequest(**key), timeout_s)
+    shared = tolerating_outage(
+        "scorer", scorer.GetEvaluatorScores, scorer_pb2.GetEvaluatorScoresRequest(**key), timeout_s
+    )
     return {
         "scores": [trace_score_json(score) for score in scores.scores] if scores is not None else [],
-        "action_scores": [action_score_json(score) for score in actions.action_scores] if actions is not None else [],
-        "scoring_runs": [scoring_run_json(run) for run in runs.scoring_runs],
+        "action_scores": [action_score_json(score) for score in actions.action_scores if score.step_id in step_ids],
+        "scoring_runs": [scoring_run_json(run) for run in runs.scoring_runs] if runs is not None else [],
+        "shared_evaluator": shared_evaluator_json(shared, step_ids),
     }
 
 

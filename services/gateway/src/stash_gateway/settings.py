@@ -78,6 +78,11 @@ class GatewaySettings(ServiceSettings):
     )
     rate_limit_otlp_per_minute: int = Field(6000, ge=0, description="OTLP exports (HTTP and gRPC) per key and minute")
     rate_limit_query_per_minute: int = Field(1200, ge=0, description="POST /query per key and minute")
+    max_concurrent_imports_per_key: int = Field(
+        2,
+        ge=0,
+        description="imports one key may have running at once, before their bodies are read (429 above; 0: any)",
+    )
 
     @property
     def base_url(self) -> str:

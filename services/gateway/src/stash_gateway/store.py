@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
 
@@ -63,6 +64,14 @@ def find_user(session: Session, name_or_id: str) -> User:
     if row is None:
         raise NotFound(f"no user with id or name {name_or_id!r}; create one with `stash-rm users create`")
     return _user(row)
+
+
+def user_names(session: Session, user_ids: Collection[str]) -> dict[str, str]:
+    """The names of these users by id; an id of a deleted user is left out."""
+    if not user_ids:
+        return {}
+    rows = session.execute(select(UserRow.id, UserRow.name).where(UserRow.id.in_(list(user_ids))))
+    return {user_id: name for user_id, name in rows}
 
 
 def create_key(session: Session, user_id: str, name: str, read_only: bool) -> tuple[ApiKey, str]:

@@ -2,11 +2,12 @@
 
 Creating a run checks with the trainer that the reward model is the caller's (NOT_FOUND otherwise)
 and succeeded (FAILED_PRECONDITION otherwise), records it queued with the spec's defaults, and
-wakes the dispatchers; everything else GEPA does happens in the job (`stash_gepa.runs`).
+wakes the dispatchers; everything else GEPA does happens in the job (`stash_gepa.dispatcher`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlparse
 
@@ -16,26 +17,45 @@ from sqlalchemy.orm import Session, sessionmaker
 from stash.rm.v1 import gepa_pb2, gepa_pb2_grpc
 from stash_common.db import transaction
 from stash_common.errors import InvalidArgument, NotFound
-from stash_common.job_lifecycle import SUCCEEDED
-from stash_common.messages import JOB_STATUSES, json_of, timestamp_of
+from stash_common.jobs import lifecycle as job_lifecycle
+from stash_common.jobs.lifecycle import SUCCEEDED
+from stash_common.messages import JOB_STATUSES, timestamp_of
 from stash_common.requests import owner_of
 from stash_gepa import store
-from stash_gepa.runs import Dispatcher, ModelSource, record_progress, record_result, require_succeeded
+from stash_gepa.dispatcher import Dispatcher, ModelSource, record_progress, record_result, require_succeeded
 
 DEFAULT_TASK_MODEL = "anthropic/claude-haiku-4-5"
 DEFAULT_REFLECTION_MODEL = "anthropic/claude-sonnet-5"
 DEFAULT_MAX_METRIC_CALLS = 40
 MAX_METRIC_CALLS = 10_000
 MAX_MODEL_NAME = 500
+DEFAULTS_KEY = "ANTHROPIC_API_KEY"  # what both default models (Anthropic's) need in the environment
+
+
+@dataclass(frozen=True)
+class DefaultModels:
+    """What this service lacks to run the default task and reflection models (None: nothing is lacking)."""
+
+    task_missing: str | None
+    reflection_missing: str | None
+
+
+def default_models(has_anthropic_key: bool, reflection_api_base: str | None) -> DefaultModels:
+    """The defaults' readiness: both need the Anthropic key, unless a reflection API base serves reflection."""
+    missing = None if has_anthropic_key else DEFAULTS_KEY
+    return DefaultModels(task_missing=missing, reflection_missing=None if reflection_api_base else missing)
 
 
 class GepaServicer(gepa_pb2_grpc.GepaServiceServicer):
     """GEPA runs that write a SKILL.md against a trained reward model, over gRPC."""
 
-    def __init__(self, sessions: sessionmaker[Session], models: ModelSource, dispatcher: Dispatcher) -> None:
+    def __init__(
+        self, sessions: sessionmaker[Session], models: ModelSource, dispatcher: Dispatcher, defaults: DefaultModels
+    ) -> None:
         self.sessions = sessions
         self.models = models
         self.dispatcher = dispatcher
+        self.defaults = defaults
 
     def CreateGepaRun(
         self, request: gepa_pb2.CreateGepaRunRequest, context: grpc.ServicerContext
@@ -85,6 +105,25 @@ class GepaServicer(gepa_pb2_grpc.GepaServiceServicer):
         self.dispatcher.wake()
         return gepa_pb2.RetryGepaRunResponse(gepa_run=message)
 
+    def DeleteGepaRun(
+        self, request: gepa_pb2.DeleteGepaRunRequest, context: grpc.ServicerContext
+    ) -> gepa_pb2.DeleteGepaRunResponse:
+        """Delete a run that is not queued or running, with its result (FAILED_PRECONDITION otherwise)."""
+        with transaction(self.sessions) as session:
+            store.delete_run(session, owner_of(request), request.gepa_run_id)
+        return gepa_pb2.DeleteGepaRunResponse()
+
+    def GetGepaDefaults(
+        self, request: gepa_pb2.GetGepaDefaultsRequest, context: grpc.ServicerContext
+    ) -> gepa_pb2.GetGepaDefaultsResponse:
+        """The models of a run that names none, and the setting the service lacks for each."""
+        return gepa_pb2.GetGepaDefaultsResponse(
+            task_model=DEFAULT_TASK_MODEL,
+            reflection_model=DEFAULT_REFLECTION_MODEL,
+            task_model_missing=self.defaults.task_missing,
+            reflection_model_missing=self.defaults.reflection_missing,
+        )
+
     def ReportGepaProgress(
         self, request: gepa_pb2.ReportGepaProgressRequest, context: grpc.ServicerContext
     ) -> gepa_pb2.ReportGepaProgressResponse:
@@ -98,12 +137,11 @@ class GepaServicer(gepa_pb2_grpc.GepaServiceServicer):
     def CompleteGepaJob(
         self, request: gepa_pb2.CompleteGepaJobRequest, context: grpc.ServicerContext
     ) -> gepa_pb2.CompleteGepaJobResponse:
-        """Settle a worker's run with its result.json: the result, or the error; an invalid result fails the run."""
-        if not request.HasField("result"):
-            raise InvalidArgument("result", "a worker reports its result.json")
+        """Settle a worker's run with the result.json it stored: the result, or the error; an invalid one fails it."""
         with transaction(self.sessions) as session:
-            written = json_of(request.result)
-            row = record_result(session, owner_of(request), request.gepa_run_id, request.job_id, written)
+            row = record_result(
+                session, self.dispatcher.objects, owner_of(request), request.gepa_run_id, request.job_id
+            )
             message = run_to_proto(row)
         return gepa_pb2.CompleteGepaJobResponse(gepa_run=message)
 
@@ -175,4 +213,5 @@ def run_to_proto(row: store.GepaRunRow) -> gepa_pb2.GepaRun:
         budget_warning=row.budget_warning,
         train_examples=row.train_examples,
         validation_examples=row.validation_examples,
+        retryable=job_lifecycle.retryable(row),
     )

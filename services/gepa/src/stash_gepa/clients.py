@@ -16,8 +16,8 @@ from stash.rm.v1 import common_pb2, ingest_pb2, ingest_pb2_grpc, trainer_pb2, tr
 from stash_common.channels import call_peer
 from stash_common.messages import JOB_STATUSES
 from stash_common.step_messages import step_from_proto
+from stash_gepa.dispatcher import RewardModelInfo
 from stash_gepa.examples import Comment, ExampleTrace, Finding
-from stash_gepa.runs import RewardModelInfo
 
 READ_TIMEOUT_S = 60
 _STATUS_NAMES = {number: name for name, number in JOB_STATUSES.items()}
@@ -81,6 +81,7 @@ def comment_of(annotation: common_pb2.Annotation) -> Comment:
         text=annotation.comment,
         quote=annotation.quote.text or None,
         label_error=annotation.label_error,
+        author=annotation.author_name,
     )
 
 

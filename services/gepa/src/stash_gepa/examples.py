@@ -6,7 +6,11 @@
 - Feedback is what the reflection model reads besides the reward score: every comment reviewers
   left on the trace or its steps that nobody flagged as a label error, then the evidence the model
   trained on (the feedback classifier's findings included in training, and the recorded preference
-  pairs drawn from this trace), at most `MAX_FEEDBACK` lines, people's words first.
+  pairs drawn from this trace), people's words first, within `FEEDBACK_TOKENS` (estimated at
+  `CHARS_PER_TOKEN` characters a token). No comment is ever dropped: when the comments alone exceed
+  the budget, the short ones stay whole and the long ones share the rest, each cut to an excerpt that
+  says so ("[excerpt: 400 of 2,310 characters]"). Training evidence fills what is left, and a last
+  line counts the evidence lines left out.
 - The split into GEPA's train and validation sets is a deterministic hash order of the trace ids.
 
 Policy on plain values: `stash_gepa.clients` turns the peers' messages into these dataclasses.
@@ -24,19 +28,22 @@ from stash_common.rendering import render_step
 from stash_common.steps import TraceStep
 from stash_gepa.job_contract import GepaExample, Message
 
-MAX_FEEDBACK = 20
+FEEDBACK_TOKENS = 1500  # per example: the reflection model reads a minibatch of examples at once
+CHARS_PER_TOKEN = 4  # a conservative estimate for English text; GEPA has no tokenizer of the task model
+MIN_EXCERPT_CHARS = 80  # a comment's excerpt is never shorter, even when that overruns the budget
 EXCERPT_CHARS = 160
 VALIDATION_SHARE = 3  # one example in three validates (at least one)
 
 
 @dataclass(frozen=True)
 class Comment:
-    """A reviewer's comment on a trace (step_id None) or one of its steps."""
+    """A comment of the owner or a reviewer on a trace (step_id None) or one of its steps, with its author's name."""
 
     step_id: str | None
     text: str
     quote: str | None
     label_error: bool
+    author: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,7 @@ def build_example(trace: ExampleTrace) -> GepaExample | None:
         trace_id=trace.id,
         system=system or None,
         messages=[Message(role="user", content=_message_text(step)) for step in inputs],
-        feedback=feedback_lines(trace)[:MAX_FEEDBACK],
+        feedback=feedback_lines(trace),
     )
 
 
@@ -93,20 +100,49 @@ def _message_text(step: TraceStep) -> str:
     return step.content if step.role == "user" else render_step(step)
 
 
-def feedback_lines(trace: ExampleTrace) -> list[str]:
-    """Reviewers' comments, then the classifier's findings, then the training pairs, as sentences."""
+def feedback_lines(trace: ExampleTrace, budget_tokens: int = FEEDBACK_TOKENS) -> list[str]:
+    """Every unflagged comment (long ones as marked excerpts when over budget), then the training evidence
+    that fits the rest of `budget_tokens`, then how many evidence lines were left out."""
     steps = {step.id: step for step in trace.steps}
-    comments = [_comment_line(comment, steps) for comment in trace.comments if not comment.label_error]
+    budget = budget_tokens * CHARS_PER_TOKEN
+    comments = fit_comments([_comment_line(c, steps) for c in trace.comments if not c.label_error], budget)
     findings = [_finding_line(finding, trace.steps) for finding in trace.findings if finding.included_in_training]
     pairs = [line for pair in trace.pairs if (line := _pair_line(pair, trace.id, steps)) is not None]
-    return [*comments, *findings, *pairs]
+    room = budget - sum(map(len, comments))
+    evidence: list[str] = []
+    for line in [*findings, *pairs]:
+        if len(line) > room:
+            break
+        evidence.append(line)
+        room -= len(line)
+    left_out = len(findings) + len(pairs) - len(evidence)
+    note = [f"({left_out} more training evidence line(s) left out: the feedback token budget is spent)"]
+    return [*comments, *evidence, *(note if left_out else [])]
+
+
+def fit_comments(lines: Sequence[str], budget_chars: int) -> list[str]:
+    """All `lines`, in order; over budget, the longest cut to equal shares of it (water-filling), marked."""
+    if sum(map(len, lines)) <= budget_chars:
+        return list(lines)
+    share, remaining, left = budget_chars, budget_chars, len(lines)
+    for length in sorted(map(len, lines)):  # the short lines stay whole; the long ones split what is left
+        share = max(MIN_EXCERPT_CHARS, remaining // left)
+        if length > share:
+            break
+        remaining, left = remaining - length, left - 1
+    return [line if len(line) <= share else _excerpt_of(line, share) for line in lines]
+
+
+def _excerpt_of(line: str, chars: int) -> str:
+    return f"{line[:chars].rstrip()}… [excerpt: {chars:,} of {len(line):,} characters]"
 
 
 def _comment_line(comment: Comment, steps: Mapping[str, TraceStep]) -> str:
     step = steps.get(comment.step_id) if comment.step_id else None
     where = f"step {step.index} ({_excerpt(step)})" if step is not None else "the whole trace"
     about = f' about "{comment.quote}"' if comment.quote else ""
-    return f"A reviewer commented on {where}{about}: {comment.text}"
+    by = f" (by {comment.author})" if comment.author else ""
+    return f"A reviewer commented on {where}{about}: {comment.text}{by}"
 
 
 def _finding_line(finding: Finding, steps: Sequence[TraceStep]) -> str:

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stash_common.errors import FailedPrecondition, InvalidArgument
-from stash_common.job_files import describe, read_jsonl, write_json, write_jsonl
+from stash_common.jobs.files import describe, read_jsonl, write_json, write_jsonl
 
 JOB_FILE = "job.json"
 EXAMPLES_FILE = "gepa_examples.jsonl"

@@ -15,14 +15,14 @@ from stash.rm.v1 import gepa_pb2, gepa_pb2_grpc, ingest_pb2_grpc, trainer_pb2_gr
 from stash_common.channels import peer_channel
 from stash_common.coordination import make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
-from stash_common.launcher import make_launcher
+from stash_common.jobs.launchers import make_launcher
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
 from stash_common.worker_storage import WorkerStorageSettings
-from stash_gepa.api import GepaServicer
+from stash_gepa.api import GepaServicer, default_models
 from stash_gepa.clients import TraceClient, TrainerClient
-from stash_gepa.runs import WORKER_MODULE, Dispatcher, JobSettings
+from stash_gepa.dispatcher import Dispatcher, JobSettings
 from stash_gepa.settings import GepaSettings
 from stash_gepa.store import MIGRATIONS_DIR
 
@@ -46,15 +46,17 @@ def main() -> None:
     """Run the gepa service until SIGTERM or SIGINT."""
     settings = load(GepaSettings)
     configure_logging("gepa", settings.log_level)
-    sessions = make_sessions(make_engine(settings.database_url))
+    engine = make_engine(settings.database_url)
+    sessions = make_sessions(engine)
     models = TrainerClient(trainer_pb2_grpc.TrainerServiceStub(peer_channel(settings, "trainer")))
     traces = TraceClient(ingest_pb2_grpc.IngestServiceStub(peer_channel(settings, "ingest")))
-    launcher = make_launcher(settings.launcher, WORKER_MODULE, settings.artifact_dir)
+    launcher = make_launcher(settings.launcher, settings.artifact_dir)
     objects = load(WorkerStorageSettings).object_store()  # where job files go: the workers' own settings
     dispatcher = Dispatcher(
         sessions, models, traces, objects, launcher, make_wakeups(settings.redis_url), job_settings(settings)
     )
-    servicer = GepaServicer(sessions, models, dispatcher)
+    defaults = default_models(bool(settings.anthropic_api_key), settings.reflection_api_base)
+    servicer = GepaServicer(sessions, models, dispatcher, defaults)
 
     def register(server: grpc.Server) -> Sequence[str]:
         gepa_pb2_grpc.add_GepaServiceServicer_to_server(servicer, server)
@@ -64,4 +66,4 @@ def main() -> None:
         upgrade("gepa", MIGRATIONS_DIR, settings.database_url)
         dispatcher.start()
 
-    serve("gepa", register, settings.host, settings.port, on_stop=dispatcher.stop, prepare=prepare)
+    serve(settings, settings.port, register, engine, on_stop=dispatcher.stop, prepare=prepare)

@@ -32,6 +32,9 @@ class GepaSettings(ServiceSettings):
     reflection_api_base: str | None = Field(
         None, description="API base of the reflection model (an OpenAI-compatible server); unset: the provider's"
     )
+    anthropic_api_key: str | None = shared(
+        "ANTHROPIC_API_KEY", None, "the key the default task and reflection models (Anthropic's) need; LiteLLM reads it"
+    )
     reflection_minibatch_size: int = Field(3, ge=1, description="examples GEPA reflects on per proposal")
     task_concurrency: int = Field(8, ge=1, description="task-model calls in flight at once in a GEPA job")
     max_length: int = Field(1024, ge=8, description="token limit of a scored conversation (left-truncated)")

@@ -1,6 +1,6 @@
 """The table the gepa service owns: GEPA runs with their settings, lifecycle and result.
 
-A run moves queued → running → succeeded | failed (`stash_common.job_lifecycle`): only a queued
+A run moves queued → running → succeeded | failed (`stash_common.jobs.lifecycle`): only a queued
 run can be claimed, each claim gets a new `job_id`, and a failed run can be queued again with its
 id and settings. `result` holds the worker's validated result (the best skill, the seed, every
 candidate, the examples that failed) once the run succeeded.
@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import JSON, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from stash_common import job_lifecycle
-from stash_common.job_lifecycle import JobColumns
+from stash_common.jobs import lifecycle as job_lifecycle
+from stash_common.jobs.lifecycle import JobColumns
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 NOUN = "GEPA run"
@@ -68,6 +68,11 @@ def claim(session: Session, run_id: str) -> str | None:
     return job_lifecycle.claim(session, GepaRunRow, run_id)
 
 
+def delete_run(session: Session, owner_id: str, run_id: str) -> None:
+    """Delete a run that is not queued or running."""
+    job_lifecycle.delete(session, GepaRunRow, owner_id, run_id, NOUN)
+
+
 def retry(session: Session, owner_id: str, run_id: str) -> GepaRunRow:
     """Queue a failed run again, keeping its id and settings."""
     row = job_lifecycle.requeue(session, GepaRunRow, owner_id, run_id, NOUN)
@@ -78,6 +83,11 @@ def retry(session: Session, owner_id: str, run_id: str) -> GepaRunRow:
 def running_job(session: Session, run_id: str, job_id: str) -> GepaRunRow:
     """The running run of this launch; a superseded or finished launch is refused."""
     return job_lifecycle.running_job(session, GepaRunRow, run_id, job_id, NOUN)
+
+
+def completing_job(session: Session, run_id: str, job_id: str) -> GepaRunRow | None:
+    """The running run this launch's completion settles; None when this launch settled it already."""
+    return job_lifecycle.completing_job(session, GepaRunRow, run_id, job_id, NOUN)
 
 
 def fail_stale(session: Session, submit_timeout: timedelta, job_timeout: timedelta) -> list[str]:

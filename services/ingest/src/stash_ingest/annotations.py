@@ -3,7 +3,9 @@
 - rating is +1, −1 or null; an annotation carries a rating, a comment, or both;
 - a quote ({text, prefix, suffix}) needs a step, and its text must occur in that step's content;
 - system steps are context, not agent actions: they take comments but not ratings;
-- a flagged annotation (`label_error`) stays visible but never trains.
+- a flagged annotation (`label_error`) stays visible but never trains;
+- the author alone changes what an annotation says; its trace's owner may also delete it, and anyone who reads
+  the trace (a reviewer too) may flag it as a label error.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stash_common.db import utc_now
-from stash_common.errors import InvalidArgument, NotFound
+from stash_common.errors import InvalidArgument, NotFound, PermissionDenied
+from stash_ingest.reviews import can_read
 from stash_ingest.store import AnnotationRow, StepRow, TraceRow, find_step
 from stash_ingest.traces import Step
 
 COMMENT_MAX = 20_000
+FLAG_FIELDS = frozenset({"label_error", "label_error_note"})  # what a reader who is not the author may change
 
 
 @dataclass(frozen=True)
@@ -126,12 +130,21 @@ def create_annotation(
     return annotation_of(row, stored_step.index if stored_step else None)
 
 
-def update_annotation(session: Session, owner_id: str, annotation_id: str, changes: Mapping[str, object]) -> Annotation:
-    """Apply a PATCH: only the fields present in `changes` change; null clears a field."""
-    row = find_annotation_row(session, owner_id, annotation_id)
+def update_annotation(
+    session: Session, caller_id: str, annotation_id: str, changes: Mapping[str, object]
+) -> tuple[Annotation, str]:
+    """Apply a PATCH: only the fields present in `changes` change; null clears a field. Returns the annotation
+    and its trace's owner. Only the author changes what an annotation says; whoever reads the trace (its owner
+    or a reviewer) may flag it as a label error."""
+    row = find_annotation_row(session, caller_id, annotation_id)
     unknown = set(changes) - {"rating", "comment", "label_error", "label_error_note"}
     if unknown:
         raise InvalidArgument(sorted(unknown)[0], "cannot be changed")
+    if row.author_id != caller_id and set(changes) - FLAG_FIELDS:
+        raise PermissionDenied(
+            f"annotation {annotation_id} was written by {row.author_name}: you can change only your own "
+            "annotations, or flag this one as a label error"
+        )
     stored_step = find_step(session, row.trace_id, row.step_id) if row.step_id else None
     current = AnnotationDraft(row.rating, row.comment, quote_from(row.quote), row.label_error, row.label_error_note)
     draft = check_draft(replace(current, **changes), stored_step.step if stored_step else None)  # type: ignore[arg-type]
@@ -139,18 +152,24 @@ def update_annotation(session: Session, owner_id: str, annotation_id: str, chang
     row.label_error, row.label_error_note = bool(draft.label_error), draft.label_error_note
     row.updated_at = utc_now()
     session.flush()
-    return annotation_of(row, stored_step.index if stored_step else None)
+    return annotation_of(row, stored_step.index if stored_step else None), row.owner_id
 
 
-def delete_annotation(session: Session, owner_id: str, annotation_id: str) -> None:
-    """Remove one of the owner's annotations."""
-    session.delete(find_annotation_row(session, owner_id, annotation_id))
+def delete_annotation(session: Session, caller_id: str, annotation_id: str) -> str:
+    """Remove an annotation: the author's own, or any on the caller's own trace. Returns the trace's owner."""
+    row = find_annotation_row(session, caller_id, annotation_id)
+    if row.author_id != caller_id and row.owner_id != caller_id:
+        raise PermissionDenied(
+            f"annotation {annotation_id} was written by {row.author_name}: a reviewer can delete only their own"
+        )
+    session.delete(row)
+    return row.owner_id
 
 
-def find_annotation_row(session: Session, owner_id: str, annotation_id: str) -> AnnotationRow:
-    """The owner's annotation; another owner's is simply not found."""
+def find_annotation_row(session: Session, caller_id: str, annotation_id: str) -> AnnotationRow:
+    """An annotation on a trace the caller reads (as owner or reviewer); any other is simply not found."""
     row = session.get(AnnotationRow, annotation_id)
-    if row is None or row.owner_id != owner_id:
+    if row is None or not can_read(session, caller_id, row.trace_id):
         raise NotFound(f"annotation {annotation_id} not found")
     return row
 

@@ -11,13 +11,14 @@ from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql.elements import ColumnElement
 
 from stash.rm.v1 import common_pb2, ingest_pb2, ingest_pb2_grpc
 from stash_common.db import transaction
 from stash_common.errors import FailedPrecondition, InvalidArgument, Unavailable
 from stash_common.messages import struct_of, timestamp_of
 from stash_common.requests import owner_of, page_of
-from stash_ingest import exports, store
+from stash_ingest import exports, reviews, store
 from stash_ingest.adapters.registry import ADAPTERS
 from stash_ingest.annotations import (
     Annotation,
@@ -32,11 +33,12 @@ from stash_ingest.annotations import (
 from stash_ingest.imports import ImportedTrace, ImportRequest, ImportResult, Titler, import_traces, upload_transcript
 from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits
 from stash_ingest.otlp import OtlpRequest, OtlpResult, ingest_otlp
-from stash_ingest.owner_tables import stream_owner_rows
 from stash_ingest.revisions import Announcer, current_revisions, list_revisions
 from stash_ingest.traces import Span, StoredStep, StoredTrace, TraceSummary
 
 REVISION_PAGE_MAX = 1000
+REVISION_BATCH_MAX = 500  # revisions BatchGetTraceRevisions reads in one call
+USE_IN_JOBS = "train, score or run GEPA on it"  # what BatchGetTraces serves: the owner's jobs
 CONFLICT_ATTEMPTS = 3
 SOURCE_ORDERS: dict[int, Literal["ascending", "descending"] | None] = {
     ingest_pb2.TRACE_ORDER_UNSPECIFIED: None,
@@ -90,10 +92,15 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         """Import a payload all-or-nothing: one bad trace stores nothing."""
         source_id = request.source_id if request.HasField("source_id") else None
         job = ImportRequest(owner_of(request), request.format or "auto", request.data, source_id, self.limits)
-        with transaction(self.sessions) as session:
-            format_name, imported = import_traces(session, job, self.titler)
+
+        def work(session: Session) -> tuple[str, list[ImportedTrace]]:
+            imported = import_traces(session, job, self.titler)
             # Also when every trace is unchanged: such an import may still change a trace's source id.
             store.touch_owner(session, job.owner_id)
+            return imported
+
+        # A concurrent import may create the same external ids first; the retry finds and updates its traces.
+        format_name, imported = self._retrying_conflicts(work)
         results = [_imported_message(item) for item in imported]
         trace_ids = [item.trace_id for item in imported]
         self._announce([item.trace_id for item in imported if item.result != ImportResult.UNCHANGED])
@@ -107,9 +114,13 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         """Store one native transcript: created, appended or unchanged; a divergent one fails with trace_sync_error."""
         source_id = request.source_id if request.HasField("source_id") else None
         job = ImportRequest(owner_of(request), request.agent or "auto", request.data, source_id, self.limits)
-        with transaction(self.sessions) as session:
-            agent, imported = upload_transcript(session, job, self.titler, request.owner_name.strip())
+
+        def work(session: Session) -> tuple[str, ImportedTrace]:
+            uploaded = upload_transcript(session, job, self.titler, request.owner_name.strip())
             store.touch_owner(session, job.owner_id)
+            return uploaded
+
+        agent, imported = self._retrying_conflicts(work)
         if imported.result != ImportResult.UNCHANGED:
             self._announce([imported.trace_id])
         return ingest_pb2.UploadTranscriptResponse(agent=agent, trace=_imported_message(imported))
@@ -181,6 +192,23 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             trace=trace_to_proto(trace), annotations=[annotation_to_proto(item) for item in annotations]
         )
 
+    def BatchGetTraceRevisions(
+        self, request: ingest_pb2.BatchGetTraceRevisionsRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.BatchGetTraceRevisionsResponse:
+        """Several of the owner's traces (steps and metadata, no spans), each where the revision wanted is still its
+        current one, in request order; a trace not found or superseded is said so in its own result."""
+        owner_id = owner_of(request)
+        if len(request.wanted) > REVISION_BATCH_MAX:
+            raise InvalidArgument("wanted", f"at most {REVISION_BATCH_MAX} revisions a call")
+        with transaction(self.sessions) as session:
+            rows = store.owned_trace_rows(session, owner_id, [wanted.trace_id for wanted in request.wanted])
+            wanted_revisions = {(wanted.trace_id, wanted.revision) for wanted in request.wanted}
+            current = [row for row in rows.values() if (row.id, row.revision) in wanted_revisions]
+            traces = {trace.summary.id: trace for trace in store.load_step_traces(session, current)}
+        return ingest_pb2.BatchGetTraceRevisionsResponse(
+            results=[_revision_result(wanted, rows.get(wanted.trace_id), traces) for wanted in request.wanted]
+        )
+
     def _retrying_conflicts(self, work: Callable[[Session], T]) -> T:
         """Run `work` in a transaction, again when a concurrent request created the same trace first."""
         for attempt in range(CONFLICT_ATTEMPTS):
@@ -195,7 +223,8 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     def ListTraces(
         self, request: ingest_pb2.ListTracesRequest, context: grpc.ServicerContext
     ) -> ingest_pb2.ListTracesResponse:
-        """One page of the owner's traces, newest import first or by source (`order`)."""
+        """One page of the owner's traces (or, `shared_with_me`, those shared with them), newest import first or by
+        source (`order`)."""
         if request.HasField("process_pattern"):
             raise InvalidArgument("process_pattern", "ingest holds no findings; pass the labeler's trace_ids")
         where = store.TraceFilter(
@@ -209,7 +238,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         order = SOURCE_ORDERS[request.order]
         limit, offset = page_of(request.page)
         with transaction(self.sessions) as session:
-            rows, total = store.list_trace_rows(session, owner_of(request), where, limit, offset, order)
+            rows, total = store.list_trace_rows(session, _list_scope(request), where, limit, offset, order)
             summaries = store.summarise(session, rows)
         return ingest_pb2.ListTracesResponse(
             traces=[summary_to_proto(summary) for summary in summaries], page_info=common_pb2.PageInfo(total=total)
@@ -218,10 +247,10 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     def GetTrace(
         self, request: ingest_pb2.GetTraceRequest, context: grpc.ServicerContext
     ) -> ingest_pb2.GetTraceResponse:
-        """One trace with steps (all, or the page asked for), spans and annotations."""
+        """One trace with steps (all, or the page asked for), spans and annotations, to its owner or a reviewer."""
         offset, limit = _steps_page(request)
         with transaction(self.sessions) as session:
-            row = store.find_trace_row(session, owner_of(request), request.trace_id)
+            row, _access = reviews.readable_trace(session, owner_of(request), request.trace_id)
             trace = store.load_trace(session, row, offset, limit)
             annotations = list_annotations(session, [row.id])
         return ingest_pb2.GetTraceResponse(
@@ -236,7 +265,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         """Several traces in request order, with their annotations when asked; NOT_FOUND names the first unowned id."""
         owner_id = owner_of(request)
         with transaction(self.sessions) as session:
-            rows = [store.find_trace_row(session, owner_id, trace_id) for trace_id in request.trace_ids]
+            rows = [reviews.own_trace(session, owner_id, trace_id, USE_IN_JOBS) for trace_id in request.trace_ids]
             traces = [store.load_trace(session, row) for row in rows]
             annotations = list_annotations(session, [row.id for row in rows]) if request.include_annotations else []
         return ingest_pb2.BatchGetTracesResponse(
@@ -249,7 +278,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     ) -> ingest_pb2.DeleteTraceResponse:
         """Delete a trace with its steps, spans and annotations."""
         with transaction(self.sessions) as session:
-            session.delete(store.find_trace_row(session, owner_of(request), request.trace_id))
+            session.delete(reviews.own_trace(session, owner_of(request), request.trace_id, "delete it"))
             store.touch_owner(session, owner_of(request))
         return ingest_pb2.DeleteTraceResponse()
 
@@ -294,10 +323,10 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         )
         author = Author(owner_of(request), request.author_name or owner_of(request))
         with transaction(self.sessions) as session:
-            row = store.find_trace_row(session, author.id, request.trace_id)
+            row, _access = reviews.readable_trace(session, author.id, request.trace_id)
             step_id = request.step_id if request.HasField("step_id") else None
             annotation = create_annotation(session, row, step_id, draft, author)
-            store.touch_owner(session, author.id)
+            store.touch_owner(session, row.owner_id)
         return ingest_pb2.CreateAnnotationResponse(annotation=annotation_to_proto(annotation))
 
     def UpdateAnnotation(
@@ -308,8 +337,8 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         if "label_error" in changes:
             changes["label_error"] = bool(changes["label_error"])
         with transaction(self.sessions) as session:
-            annotation = update_annotation(session, owner_of(request), request.annotation_id, changes)
-            store.touch_owner(session, owner_of(request))
+            annotation, trace_owner_id = update_annotation(session, owner_of(request), request.annotation_id, changes)
+            store.touch_owner(session, trace_owner_id)
         return ingest_pb2.UpdateAnnotationResponse(annotation=annotation_to_proto(annotation))
 
     def DeleteAnnotation(
@@ -317,14 +346,53 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     ) -> ingest_pb2.DeleteAnnotationResponse:
         """Delete one of the owner's annotations."""
         with transaction(self.sessions) as session:
-            delete_annotation(session, owner_of(request), request.annotation_id)
-            store.touch_owner(session, owner_of(request))
+            trace_owner_id = delete_annotation(session, owner_of(request), request.annotation_id)
+            store.touch_owner(session, trace_owner_id)
         return ingest_pb2.DeleteAnnotationResponse()
+
+    def PutReviewGrant(
+        self, request: ingest_pb2.PutReviewGrantRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.PutReviewGrantResponse:
+        """Give or replace a reviewer's grant to the owner's traces."""
+        owner_id = owner_of(request)
+        with transaction(self.sessions) as session:
+            grant, created = reviews.save_grant(
+                session, owner_id, request.reviewer_id, request.all_sources, list(request.source_ids)
+            )
+        return ingest_pb2.PutReviewGrantResponse(grant=grant_to_proto(grant), created=created)
+
+    def ListReviewGrants(
+        self, request: ingest_pb2.ListReviewGrantsRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.ListReviewGrantsResponse:
+        """The grants the caller gave, or (`shared_with_me`) received."""
+        caller_id = owner_of(request)
+        mine = {"reviewer_id": caller_id} if request.shared_with_me else {"owner_id": caller_id}
+        with transaction(self.sessions) as session:
+            grants = reviews.list_grants(session, **mine)
+        return ingest_pb2.ListReviewGrantsResponse(grants=[grant_to_proto(grant) for grant in grants])
+
+    def DeleteReviewGrant(
+        self, request: ingest_pb2.DeleteReviewGrantRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.DeleteReviewGrantResponse:
+        """Revoke a reviewer's grant."""
+        with transaction(self.sessions) as session:
+            reviews.revoke_grant(session, owner_of(request), request.reviewer_id)
+        return ingest_pb2.DeleteReviewGrantResponse()
+
+    def AuthorizeTrace(
+        self, request: ingest_pb2.AuthorizeTraceRequest, context: grpc.ServicerContext
+    ) -> ingest_pb2.AuthorizeTraceResponse:
+        """The trace's owner and whether the caller reads it as a reviewer; NOT_FOUND when they may not read it."""
+        with transaction(self.sessions) as session:
+            _row, access = reviews.readable_trace(session, owner_of(request), request.trace_id)
+        return ingest_pb2.AuthorizeTraceResponse(trace_owner_id=access.owner_id, reviewer=access.reviewer)
 
     def StreamOwnerRows(
         self, request: common_pb2.StreamOwnerRowsRequest, context: grpc.ServicerContext
     ) -> Iterator[common_pb2.StreamOwnerRowsResponse]:
         """The owner's traces, steps and annotations as Arrow IPC chunks, for the gateway's SQL queries."""
+        from stash_ingest.owner_tables import stream_owner_rows  # pyarrow: loaded by the first SQL query, not at start
+
         for chunk in stream_owner_rows(self.sessions, owner_of(request)):
             yield common_pb2.StreamOwnerRowsResponse(table=chunk.table, arrow_ipc=chunk.data, version=chunk.version)
 
@@ -348,6 +416,28 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         """The owner's annotations as JSONL, streamed in chunks."""
         for chunk in exports.export_annotations(self.sessions, owner_of(request), list(request.trace_ids)):
             yield ingest_pb2.ExportAnnotationsResponse(data=chunk)
+
+
+def _list_scope(request: ingest_pb2.ListTracesRequest) -> ColumnElement[bool]:
+    """Which traces a ListTraces walks: the caller's own, or those shared with them; `trace_owner_id` keeps one
+    owner's (on the caller's own list, any other owner matches nothing)."""
+    caller_id = owner_of(request)
+    scope = reviews.shared_with(caller_id) if request.shared_with_me else store.TraceRow.owner_id == caller_id
+    if request.HasField("trace_owner_id"):
+        scope = scope & (store.TraceRow.owner_id == request.trace_owner_id)
+    return scope
+
+
+def grant_to_proto(grant: reviews.Grant) -> ingest_pb2.ReviewGrant:
+    """A review grant as its message."""
+    return ingest_pb2.ReviewGrant(
+        owner_id=grant.owner_id,
+        reviewer_id=grant.reviewer_id,
+        all_sources=grant.all_sources,
+        source_ids=list(grant.source_ids),
+        created_at=timestamp_of(grant.created_at),
+        updated_at=timestamp_of(grant.updated_at),
+    )
 
 
 def _steps_page(request: ingest_pb2.GetTraceRequest) -> tuple[int, int | None]:
@@ -468,6 +558,20 @@ def annotation_to_proto(annotation: Annotation) -> common_pb2.Annotation:
         author_name=annotation.author_name,
         created_at=timestamp_of(annotation.created_at),
     )
+
+
+def _revision_result(
+    wanted: ingest_pb2.WantedRevision, row: store.TraceRow | None, traces: dict[str, StoredTrace]
+) -> ingest_pb2.TraceRevisionResult:
+    """One wanted revision's result: the trace, or why there is none (by position: the message names no id)."""
+    if row is None:
+        return ingest_pb2.TraceRevisionResult(state=ingest_pb2.REVISION_STATE_NOT_FOUND, error_message="not found")
+    if row.revision != wanted.revision:
+        return ingest_pb2.TraceRevisionResult(
+            state=ingest_pb2.REVISION_STATE_SUPERSEDED,
+            error_message=f"the trace is at revision {row.revision}, not {wanted.revision}",
+        )
+    return ingest_pb2.TraceRevisionResult(state=ingest_pb2.REVISION_STATE_FOUND, trace=trace_to_proto(traces[row.id]))
 
 
 def _imported_message(item: ImportedTrace) -> ingest_pb2.ImportedTrace:

@@ -1,4 +1,4 @@
-"""LabelerClient: ingest's one call to another service, announcing a trace revision to the labeler.
+"""LabelerClient: ingest's one call to another service, announcing trace revisions to the labeler.
 
 This is the edge between `revisions.Revision` and the labeler's messages: the `Announcer` in
 `revisions.py` decides when and how hard to announce without importing grpc, and a failed call
@@ -6,6 +6,8 @@ reaches it as `Unavailable` naming the labeler's status.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import grpc
 
@@ -17,17 +19,16 @@ ANNOUNCE_TIMEOUT_S = 5.0
 
 
 class LabelerClient:
-    """Tells the labeler about new trace revisions."""
+    """Tells the labeler about new trace revisions, one owner's at a time."""
 
     def __init__(self, stub: labeler_pb2_grpc.LabelerServiceStub) -> None:
         self.stub = stub
 
-    def announce_revision(self, revision: Revision) -> None:
-        """Send AnnounceTraceRevision; Unavailable when the labeler does not take it."""
-        request = labeler_pb2.AnnounceTraceRevisionRequest(
-            owner_id=revision.owner_id, trace_id=revision.trace_id, revision=revision.revision
-        )
+    def announce_revisions(self, revisions: Sequence[Revision]) -> None:
+        """Send AnnounceTraceRevisions for one owner's revisions; Unavailable when the labeler does not take them."""
+        announced = [labeler_pb2.AnnouncedRevision(trace_id=one.trace_id, revision=one.revision) for one in revisions]
+        request = labeler_pb2.AnnounceTraceRevisionsRequest(owner_id=revisions[0].owner_id, revisions=announced)
         try:
-            self.stub.AnnounceTraceRevision(request, timeout=ANNOUNCE_TIMEOUT_S)
+            self.stub.AnnounceTraceRevisions(request, timeout=ANNOUNCE_TIMEOUT_S)
         except grpc.RpcError as error:
             raise Unavailable(f"the labeler did not take the announcement: {error.code().name}") from None

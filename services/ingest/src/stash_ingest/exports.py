@@ -36,7 +36,8 @@ def export_annotations(sessions: sessionmaker[Session], owner_id: str, trace_ids
 
 
 def annotation_line(annotation: Annotation, external_id: str | None) -> bytes:
-    """`{trace_id, trace_external_id, step_index, rating, comment, quote, label_error, author, created_at}`."""
+    """`{trace_id, trace_external_id, step_index, rating, comment, quote, label_error, label_error_note, author,
+    author_id, author_name, created_at}`: `author` is the author's name, as the spec's example has it."""
     quote = annotation.quote
     record = {
         "trace_id": annotation.trace_id,
@@ -48,6 +49,8 @@ def annotation_line(annotation: Annotation, external_id: str | None) -> bytes:
         "label_error": annotation.label_error,
         "label_error_note": annotation.label_error_note,
         "author": annotation.author_name,
+        "author_id": annotation.author_id,
+        "author_name": annotation.author_name,
         "created_at": annotation.created_at.isoformat().replace("+00:00", "Z"),
     }
     return orjson.dumps(record) + b"\n"

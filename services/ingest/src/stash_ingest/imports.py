@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from stash_common.db import new_id, utc_now
 from stash_common.errors import FailedPrecondition, InvalidArgument
 from stash_ingest.adapters.registry import AUTO, NATIVE_FORMATS, detect, resolve_adapter
-from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_traces
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits
 from stash_ingest.store import (
     TraceRow,
     delete_steps,
@@ -31,7 +31,7 @@ from stash_ingest.store import (
     source_names,
     write_steps,
 )
-from stash_ingest.traces import Span, Step, Trace, check_source_id, validate_trace
+from stash_ingest.traces import Span, Step, Trace, check_source_id
 
 # Generates a title for a trace that has none (the fast model, or a derived one).
 Titler = Callable[[Trace], str]
@@ -81,19 +81,12 @@ class TraceSyncError(FailedPrecondition):
 
 
 def parse_payload(request: ImportRequest) -> tuple[str, list[Trace]]:
-    """The format actually used and the validated traces of the payload."""
+    """The format actually used and the traces of the payload, validated and within the limits as they were read."""
     check_source_id(request.source_id, SOURCE_ID_MAX)
     adapter = resolve_adapter(request.format, request.data)
-    traces = adapter.parse(request.data)
+    traces = adapter.parse(request.data, request.limits)
     if not traces:
         raise InvalidArgument("data", f"no traces found in the {adapter.name} payload")
-    named = [
-        (f"trace {number}" + (f" (id {trace.external_id})" if trace.external_id else ""), trace)
-        for number, trace in enumerate(traces, start=1)
-    ]
-    for where, trace in named:
-        validate_trace(trace, where)
-    check_traces(named, request.limits)
     return adapter.name, traces
 
 

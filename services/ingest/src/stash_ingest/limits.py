@@ -4,18 +4,24 @@ Structural rules (roles, U+0000, JSON nesting depth) live in `traces.validate_tr
 are the operator's (IngestSettings, `STASH_INGEST_MAX_*`). Too many traces in one request is 413
 (the request is too large as a whole); a trace or field over its limit is 422 naming the trace and
 the field, like any other invalid trace, so the caller knows which part to split or shorten.
+
+The limits are applied while a payload is read, not after: an adapter counts a trace's steps and
+spans as it builds them and stops at the first one over the limit, checks each trace as soon as it
+is built (`TraceReader`), and stops at the first trace over the import's limit. So an input far over
+a limit is refused after reading about as much as the limit allows, in time and memory bounded by
+the limits rather than by the input.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from stash_common.errors import InvalidArgument, ResourceExhausted
-from stash_ingest.traces import Span, Step, Trace
+from stash_ingest.traces import Span, Step, Trace, validate_trace
 
 
 @dataclass(frozen=True)
@@ -38,8 +44,59 @@ def check_import_size(count: int, limits: TraceLimits) -> None:
     """RESOURCE_EXHAUSTED (413) when one request carries more traces than an import may."""
     if count > limits.traces_per_import:
         raise ResourceExhausted(
-            f"the payload holds {count} traces; one import may hold at most {limits.traces_per_import}: split it"
+            f"the payload holds {count} traces; one import may hold at most {limits.traces_per_import} traces: split it"
         )
+
+
+def check_records(count: int, limits: TraceLimits) -> None:
+    """RESOURCE_EXHAUSTED before reading, when a payload has more records (lines, array items) than an import may
+    hold traces, in a format where every record is at least one trace."""
+    if count > limits.traces_per_import:
+        raise ResourceExhausted(
+            f"the payload holds {count} records of at least one trace each; one import may hold at most "
+            f"{limits.traces_per_import} traces: split it"
+        )
+
+
+def check_traces_read(count: int, limits: TraceLimits) -> None:
+    """While a payload is read: RESOURCE_EXHAUSTED (413) as soon as it holds more traces than an import may."""
+    limit = limits.traces_per_import
+    if count > limit:
+        raise ResourceExhausted(
+            f"the payload holds more than {limit} traces; one import may hold at most {limit} traces: split it"
+        )
+
+
+def check_steps_read(count: int, where: str, limits: TraceLimits) -> None:
+    """While a trace is built: INVALID_ARGUMENT as soon as it has more steps than a trace may hold."""
+    if count > limits.steps_per_trace:
+        raise InvalidArgument(f"{where}: steps", _over_while_reading("steps", limits.steps_per_trace))
+
+
+def check_spans_read(count: int, where: str, limits: TraceLimits) -> None:
+    """While a trace is built: INVALID_ARGUMENT as soon as it has more spans than a trace may hold."""
+    if count > limits.spans_per_trace:
+        raise InvalidArgument(f"{where}: spans", _over_while_reading("spans", limits.spans_per_trace))
+
+
+def _over_while_reading(what: str, limit: int) -> str:
+    return f"{what} exceed the limit of {limit} per trace (reading stopped at the first one over it): split the trace"
+
+
+@dataclass
+class TraceReader:
+    """The traces an adapter reads from one payload: each validated and checked against the limits as soon as it
+    is built, and the import refused (413) as soon as it holds one trace too many."""
+
+    limits: TraceLimits
+    traces: list[Trace] = field(default_factory=list)
+
+    def add(self, trace: Trace, where: str) -> None:
+        """Accept one more trace read at `where`; a trace over a limit is 422 naming it and its field."""
+        check_traces_read(len(self.traces) + 1, self.limits)
+        validate_trace(trace, where)
+        check_trace_limits(trace, where, self.limits)
+        self.traces.append(trace)
 
 
 def check_trace_limits(trace: Trace, where: str, limits: TraceLimits) -> None:

@@ -33,11 +33,11 @@ def main() -> None:
     """Run the ingest service until SIGTERM or SIGINT."""
     settings = load(IngestSettings)
     configure_logging("ingest", settings.log_level)
-    upgrade("ingest", MIGRATIONS_DIR, settings.database_url)
     labeler = LabelerClient(labeler_pb2_grpc.LabelerServiceStub(peer_channel(settings, "labeler")))
-    announcer = Announcer(labeler.announce_revision)
+    announcer = Announcer(labeler.announce_revisions)
+    engine = make_engine(settings.database_url)
     servicer = IngestServicer(
-        make_sessions(make_engine(settings.database_url)),
+        make_sessions(engine),
         make_titler(settings),
         announcer,
         timedelta(seconds=settings.revision_settle_s),
@@ -48,4 +48,7 @@ def main() -> None:
         ingest_pb2_grpc.add_IngestServiceServicer_to_server(servicer, server)
         return [ingest_pb2.DESCRIPTOR.services_by_name["IngestService"].full_name]
 
-    serve("ingest", register, settings.host, settings.port)
+    def prepare() -> None:
+        upgrade("ingest", MIGRATIONS_DIR, settings.database_url)
+
+    serve(settings, settings.port, register, engine, prepare=prepare)

@@ -62,14 +62,15 @@ def ingest_otlp(session: Session, request: OtlpRequest, titler: Titler) -> OtlpR
     stored = {(trace_id, span["spanId"]) for trace_id, earlier in spans.items() for span in earlier}
     for (trace_id, span_id), span in accepted.items():
         spans[trace_id] = [earlier for earlier in spans[trace_id] if earlier["spanId"] != span_id] + [span]
-    save_otel_spans(session, request.owner_id, accepted, stored)
     named = []
     for trace_id, trace_spans in spans.items():
-        trace = build_trace(trace_id, trace_spans)
+        trace = build_trace(trace_id, trace_spans, request.limits)
         if trace is not None:
             validate_trace(trace, trace_where(trace_id))
             named.append((trace_where(trace_id), trace))
     check_traces(named, request.limits)
+    # Written once every touched trace is within the limits: a refused request costs no write.
+    save_otel_spans(session, request.owner_id, accepted, stored)
     job = ImportRequest(request.owner_id, "otel", b"", request.source_id)
     results = upsert_traces(session, job, "otel", [trace for _, trace in named], titler)
     message = "; ".join(rejected[:REASONS_SHOWN]) + (" …" if len(rejected) > REASONS_SHOWN else "")

@@ -26,6 +26,7 @@ from stash_common.errors import InvalidArgument, StashError
 from stash_ingest.store import TraceRow
 
 log = structlog.get_logger()
+ANNOUNCE_BATCH = 500  # revisions of one owner announced in one call
 
 
 @dataclass(frozen=True)
@@ -79,11 +80,12 @@ def _decode(cursor: str) -> tuple[datetime, str]:
 class Announcer:
     """Announces revisions in the background through `send`, best effort: a failed send is logged and dropped.
 
-    Owners take turns: each owner's revisions wait in their own line, so the announcements of one owner's
-    import of 90 000 traces do not hold back the next owner's first one.
+    Owners take turns: each owner's revisions wait in their own line, and each turn sends up to
+    `ANNOUNCE_BATCH` of one owner's oldest in one call, so the announcements of one owner's import of
+    90 000 traces do not hold back the next owner's first one.
     """
 
-    def __init__(self, send: Callable[[Revision], None]) -> None:
+    def __init__(self, send: Callable[[Sequence[Revision]], None]) -> None:
         self._send = send
         self._pending: dict[str, deque[Revision]] = {}  # by owner; the owner next in turn first
         self._ready = threading.Condition()
@@ -96,22 +98,22 @@ class Announcer:
                 self._pending.setdefault(revision.owner_id, deque()).append(revision)
             self._ready.notify()
 
-    def _next(self) -> Revision:
-        """The next owner's oldest pending revision; that owner goes to the back of the line."""
+    def _next(self) -> list[Revision]:
+        """The next owner's oldest pending revisions (one call's worth); that owner goes to the back of the line."""
         with self._ready:
             self._ready.wait_for(lambda: bool(self._pending))
             owner_id, line = next(iter(self._pending.items()))
-            revision = line.popleft()
+            turn = [line.popleft() for _ in range(min(ANNOUNCE_BATCH, len(line)))]
             del self._pending[owner_id]
             if line:
                 self._pending[owner_id] = line
-            return revision
+            return turn
 
     def _run(self) -> None:
         while True:
-            revision = self._next()
+            revisions = self._next()
             try:
-                self._send(revision)
+                self._send(revisions)
             except StashError as error:
-                # The labeler's sweep finds the revision later; an outage must never fail an import.
-                log.warning("announcement failed", trace_id=revision.trace_id, reason=error.message)
+                # The labeler's sweep finds the revisions later; an outage must never fail an import.
+                log.warning("announcement failed", revisions=len(revisions), reason=error.message)

@@ -29,7 +29,7 @@ class IngestSettings(ServiceSettings):
     revision_settle_s: float = Field(
         30.0, ge=0, description="seconds a change waits before the labeler's sweep may list it"
     )
-    # What one import and one trace may hold (README: Limits and errors).
+    # What one import and one trace may hold (docs/api.md: Limits).
     max_traces_per_import: int = Field(_LIMITS.traces_per_import, ge=1, description="traces one import may hold (413)")
     max_steps_per_trace: int = Field(_LIMITS.steps_per_trace, ge=1, description="steps one trace may hold (422)")
     max_spans_per_trace: int = Field(_LIMITS.spans_per_trace, ge=1, description="spans one trace may hold (422)")

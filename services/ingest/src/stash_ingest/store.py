@@ -14,6 +14,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     String,
@@ -25,9 +26,10 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.sql.elements import ColumnElement
 
-from stash_common import owner_rows
-from stash_common.db import insert_rows, new_id, utc_now
+from stash_common import owner_versions
+from stash_common.db import insert_rows, new_id, new_ids, utc_now
 from stash_common.errors import InvalidArgument, NotFound
 from stash_ingest.traces import Span, Step, StoredStep, StoredTrace, TraceSummary
 
@@ -132,6 +134,36 @@ class TraceSourceRow(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
 
 
+class ReviewGrantRow(Base):
+    """An owner's grant to a reviewer: every trace (`all_sources`) or those of the sources listed beside it."""
+
+    __tablename__ = "review_grants"
+    __table_args__ = (Index("ix_review_grants_reviewer", "reviewer_id"),)
+
+    owner_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    reviewer_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    all_sources: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class ReviewGrantSourceRow(Base):
+    """One source id a grant without `all_sources` shares."""
+
+    __tablename__ = "review_grant_sources"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["owner_id", "reviewer_id"],
+            ["review_grants.owner_id", "review_grants.reviewer_id"],
+            ondelete="CASCADE",
+        ),
+    )
+
+    owner_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    reviewer_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    source_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+
+
 class OwnerVersionRow(Base):
     """An owner's change marker for the gateway's SQL queries (see `stash_common.owner_rows`)."""
 
@@ -143,12 +175,12 @@ class OwnerVersionRow(Base):
 
 def touch_owner(session: Session, owner_id: str) -> None:
     """A new change marker for the owner: the last statement of every transaction that changes their rows."""
-    owner_rows.touch_owners(session, OwnerVersionRow.__table__, [owner_id])
+    owner_versions.touch_owners(session, OwnerVersionRow.__table__, [owner_id])
 
 
 def owner_version(session: Session, owner_id: str) -> str:
     """The owner's change marker; empty while they have never changed anything."""
-    return owner_rows.owner_version(session, OwnerVersionRow.__table__, owner_id)
+    return owner_versions.owner_version(session, OwnerVersionRow.__table__, owner_id)
 
 
 def find_trace_row(session: Session, owner_id: str, trace_id: str) -> TraceRow:
@@ -176,24 +208,46 @@ def find_by_external_ids(session: Session, owner_id: str, external_ids: Sequence
     return {row.external_id: row for row in session.scalars(query) if row.external_id and row.owner_id == owner_id}
 
 
+# The columns the writers below fill, in the order of their row tuples.
+_STEP_FIELDS = ("id", "trace_id", "position", "role", "content", "tool_name", "tool_input", "tool_call_id", "metadata")
+_SPAN_FIELDS = (
+    "trace_id",
+    "span_id",
+    "parent_id",
+    "name",
+    "kind",
+    "start_ns",
+    "end_ns",
+    "input",
+    "output",
+    "step_indices",
+)
+
+
 def write_steps(session: Session, batches: Sequence[tuple[str, int, Sequence[Step]]]) -> None:
     """Insert (trace id, first position, steps) batches as one Core insert (the ORM would split it)."""
+    ids = iter(new_ids(sum(len(steps) for _, _, steps in batches)))
     rows = [
-        {
-            "id": new_id(),
-            "trace_id": trace_id,
-            "position": start + offset,
-            "role": step.role,
-            "content": step.content,
-            "tool_name": step.tool_name,
-            "tool_input": None if step.tool_input is None else dict(step.tool_input),
-            "tool_call_id": step.tool_call_id,
-            "metadata": dict(step.metadata),
-        }
+        (
+            next(ids),
+            trace_id,
+            start + offset,
+            step.role,
+            step.content,
+            step.tool_name,
+            _plain(step.tool_input),
+            step.tool_call_id,
+            _plain(step.metadata),
+        )
         for trace_id, start, steps in batches
         for offset, step in enumerate(steps)
     ]
-    insert_rows(session, StepRow.__table__, rows)
+    insert_rows(session, StepRow.__table__, _STEP_FIELDS, rows)
+
+
+def _plain(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A step's JSON object as a dict, copied only when it is some other mapping (a frozen step's read-only one)."""
+    return value if value is None or type(value) is dict else dict(value)
 
 
 def replace_spans(session: Session, spans_by_trace: Mapping[str, Sequence[Span]]) -> None:
@@ -202,22 +256,22 @@ def replace_spans(session: Session, spans_by_trace: Mapping[str, Sequence[Span]]
         return
     session.execute(delete(SpanRow).where(SpanRow.trace_id.in_(list(spans_by_trace))))
     rows = [_span_row(trace_id, span) for trace_id, spans in spans_by_trace.items() for span in spans]
-    insert_rows(session, SpanRow.__table__, rows)
+    insert_rows(session, SpanRow.__table__, _SPAN_FIELDS, rows)
 
 
-def _span_row(trace_id: str, span: Span) -> dict[str, Any]:
-    return {
-        "trace_id": trace_id,
-        "span_id": span.id,
-        "parent_id": span.parent_id,
-        "name": span.name,
-        "kind": span.kind,
-        "start_ns": span.start_ns,
-        "end_ns": span.end_ns,
-        "input": span.input,
-        "output": span.output,
-        "step_indices": list(span.step_indices),
-    }
+def _span_row(trace_id: str, span: Span) -> tuple[Any, ...]:
+    return (
+        trace_id,
+        span.id,
+        span.parent_id,
+        span.name,
+        span.kind,
+        span.start_ns,
+        span.end_ns,
+        span.input,
+        span.output,
+        list(span.step_indices),
+    )
 
 
 def delete_steps(session: Session, trace_ids: Sequence[str]) -> None:
@@ -243,14 +297,37 @@ _STEP_COLUMNS = (
 
 def load_steps_by_trace(session: Session, trace_ids: Sequence[str]) -> dict[str, list[Step]]:
     """The steps of several traces, in order, by trace id."""
-    steps: dict[str, list[Step]] = {trace_id: [] for trace_id in trace_ids}
+    stored = load_stored_steps_by_trace(session, trace_ids)
+    return {trace_id: [item.step for item in steps] for trace_id, steps in stored.items()}
+
+
+def load_stored_steps_by_trace(session: Session, trace_ids: Sequence[str]) -> dict[str, list[StoredStep]]:
+    """The stored steps (with their ids and indices) of several traces, in order, by trace id: one query."""
+    steps: dict[str, list[StoredStep]] = {trace_id: [] for trace_id in trace_ids}
     if trace_ids:
         query = (
             select(*_STEP_COLUMNS).where(StepRow.trace_id.in_(trace_ids)).order_by(StepRow.trace_id, StepRow.position)
         )
         for row in session.execute(query):
-            steps[row.trace_id].append(_step(row))
+            steps[row.trace_id].append(StoredStep(id=row.id, index=row.position, step=_step(row)))
     return steps
+
+
+def load_step_traces(session: Session, rows: Sequence[TraceRow]) -> list[StoredTrace]:
+    """The traces behind several rows with all their steps and without spans (what the labeler reads), in a
+    few queries whatever their number."""
+    summaries = summarise(session, rows)
+    steps = load_stored_steps_by_trace(session, [row.id for row in rows])
+    return [
+        StoredTrace(summary=summary, metadata=row.trace_metadata or {}, steps=tuple(steps[row.id]), spans=())
+        for row, summary in zip(rows, summaries, strict=True)
+    ]
+
+
+def owned_trace_rows(session: Session, owner_id: str, trace_ids: Sequence[str]) -> dict[str, TraceRow]:
+    """The owner's rows among these trace ids, by id; another owner's trace is simply absent."""
+    query = select(TraceRow).where(TraceRow.owner_id == owner_id, TraceRow.id.in_(trace_ids))
+    return {row.id: row for row in session.scalars(query)} if trace_ids else {}
 
 
 def load_steps(session: Session, trace_id: str, offset: int = 0, limit: int | None = None) -> list[StoredStep]:
@@ -304,17 +381,18 @@ class TraceFilter:
 
 def list_trace_rows(
     session: Session,
-    owner_id: str,
+    scope: ColumnElement[bool],
     where: TraceFilter,
     limit: int,
     offset: int,
     source_order: Literal["ascending", "descending"] | None = None,
 ) -> tuple[list[TraceRow], int]:
-    """One page of the owner's traces, newest import first, and how many match in all.
+    """One page of the traces in `scope` (an owner's own, or those shared with a reviewer), newest import first,
+    and how many match in all.
 
     With `source_order` the pages run by source display name (the source id where none is set,
     ignoring case) first, newest import first within a source."""
-    conditions = [TraceRow.owner_id == owner_id]
+    conditions = [scope]
     if where.source_id is not None:
         conditions.append(TraceRow.source_id == where.source_id)
     if where.created_after is not None:
@@ -340,8 +418,11 @@ def summarise(session: Session, rows: Sequence[TraceRow]) -> list[TraceSummary]:
     if not rows:
         return []
     counts = _annotation_counts(session, [row.id for row in rows])
-    names = source_names(session, rows[0].owner_id)
-    return [_summary(row, counts.get(row.id, (0, 0, 0, 0)), names.get(row.source_id, row.source_id)) for row in rows]
+    names = {owner_id: source_names(session, owner_id) for owner_id in {row.owner_id for row in rows}}
+    return [
+        _summary(row, counts.get(row.id, (0, 0, 0, 0)), names[row.owner_id].get(row.source_id, row.source_id))
+        for row in rows
+    ]
 
 
 def _annotation_counts(session: Session, trace_ids: Sequence[str]) -> dict[str, tuple[int, int, int, int]]:
@@ -458,11 +539,8 @@ def save_otel_spans(
             )
         )
     received = utc_now()
-    rows = [
-        {"owner_id": owner_id, "trace_id": trace_id, "span_id": span_id, "body": dict(body), "received_at": received}
-        for (trace_id, span_id), body in spans.items()
-    ]
-    insert_rows(session, OtelSpanRow.__table__, rows)
+    rows = [(owner_id, trace_id, span_id, dict(body), received) for (trace_id, span_id), body in spans.items()]
+    insert_rows(session, OtelSpanRow.__table__, ("owner_id", "trace_id", "span_id", "body", "received_at"), rows)
 
 
 def load_otel_spans(session: Session, owner_id: str, trace_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:

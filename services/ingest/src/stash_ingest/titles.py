@@ -7,14 +7,10 @@ a key, the title is derived deterministically from the first user request.
 
 from __future__ import annotations
 
-import re
-
-import anthropic
-
 from stash_common.errors import Unavailable
+from stash_common.titles import shorten, title_line
 from stash_ingest.traces import Trace
 
-TITLE_MAX = 80
 EXCERPT_CHARS = 4000
 PROMPT = (
     "Here is the start of an AI agent's conversation. Write a title of at most eight words that says "
@@ -23,26 +19,21 @@ PROMPT = (
 
 
 def derive_title(trace: Trace) -> str:
-    """The first user request, on one line and shortened; the first message when no user spoke."""
-    step = next((step for step in trace.steps if step.role == "user" and step.content.strip()), None)
-    step = step or next((step for step in trace.steps if step.content.strip()), None)
-    return shorten(step.content) if step else "Untitled trace"
-
-
-def shorten(text: str, limit: int = TITLE_MAX) -> str:
-    """Collapse whitespace and cut at a word boundary with an ellipsis."""
-    flat = re.sub(r"\s+", " ", text).strip()
-    if len(flat) <= limit:
-        return flat
-    cut = flat[: limit - 1].rsplit(" ", 1)[0] or flat[: limit - 1]
-    return cut + "…"
+    """The first user request's title line (a slash command's name, no markup); the first message's when no
+    user spoke."""
+    users = (title_line(step.content) for step in trace.steps if step.role == "user")
+    anyone = (title_line(step.content) for step in trace.steps)
+    return next(filter(None, users), None) or next(filter(None, anyone), None) or "Untitled trace"
 
 
 class ModelTitles:
     """Titles from Anthropic's fast model, through the official client."""
 
     def __init__(self, api_key: str, model: str, base_url: str | None = None) -> None:
+        import anthropic  # seconds of start-up: only an ingest with a key loads the SDK
+
         self.client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=2, timeout=30.0)
+        self.api_error = anthropic.APIError
         self.model = model
 
     def __call__(self, trace: Trace) -> str:
@@ -53,7 +44,7 @@ class ModelTitles:
                 max_tokens=40,
                 messages=[{"role": "user", "content": PROMPT.format(excerpt=excerpt(trace))}],
             )
-        except anthropic.APIError as error:
+        except self.api_error as error:
             raise Unavailable(f"title generation with {self.model} failed: {error}") from None
         text = "".join(block.text for block in message.content if block.type == "text").strip().strip('"')
         if not text:

@@ -25,7 +25,6 @@ from stash_labeler.assessments import Assessor, FastModel, Outcome
 from stash_labeler.assessments.summaries import StepRange, shown
 from stash_labeler.correction_ledger import record_events
 from stash_labeler.evaluation_worker import EvaluationWorker
-from stash_labeler.owner_tables import stream_owner_rows
 from stash_labeler.prm import PATTERN_NAMES, CourseCorrection, Pattern, TrajectoryEvent
 from stash_labeler.sections import Section, group_sections
 from stash_labeler.traces import LabelerTrace, TraceSource
@@ -55,6 +54,7 @@ _PATTERN_SOURCES: dict[str, labeler_pb2.PatternSource.ValueType] = {
 }
 MAX_BATCH = 500
 MAX_EVENTS_PER_CALL = 500
+ANNOUNCE_BATCH_MAX = 1000  # revisions AnnounceTraceRevisions queues in one call
 
 
 class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
@@ -89,6 +89,24 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
         if queued:
             self.worker.wake()
         return labeler_pb2.AnnounceTraceRevisionResponse()
+
+    def AnnounceTraceRevisions(
+        self, request: labeler_pb2.AnnounceTraceRevisionsRequest, context: grpc.ServicerContext
+    ) -> labeler_pb2.AnnounceTraceRevisionsResponse:
+        """Queue the evaluations of one owner's revisions (each once) in one transaction and wake the workers;
+        a trace that is another owner's is skipped, as AnnounceTraceRevision answers it not found."""
+        owner_id = owner_of(request)
+        if len(request.revisions) > ANNOUNCE_BATCH_MAX:
+            raise InvalidArgument("revisions", f"at most {ANNOUNCE_BATCH_MAX} revisions a call")
+        if any(item.revision < 1 or not item.trace_id for item in request.revisions):
+            raise InvalidArgument("revisions", "each announcement names a trace and a revision of at least 1")
+        with transaction(self.sessions) as session:
+            queued = store.enqueue_revisions(session, owner_id, [(i.trace_id, i.revision) for i in request.revisions])
+            if queued:
+                store.touch_owners(session, [owner_id])
+        if queued:
+            self.worker.wake()
+        return labeler_pb2.AnnounceTraceRevisionsResponse(queued=queued)
 
     def RelabelTrace(
         self, request: labeler_pb2.RelabelTraceRequest, context: grpc.ServicerContext
@@ -182,6 +200,8 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
         self, request: common_pb2.StreamOwnerRowsRequest, context: grpc.ServicerContext
     ) -> Iterator[common_pb2.StreamOwnerRowsResponse]:
         """The owner's step labels, evaluations and process patterns as Arrow IPC chunks, for SQL queries."""
+        from stash_labeler.owner_tables import stream_owner_rows  # pyarrow: loaded by the first SQL query, not at start
+
         for chunk in stream_owner_rows(self.sessions, owner_of(request)):
             yield common_pb2.StreamOwnerRowsResponse(table=chunk.table, arrow_ipc=chunk.data, version=chunk.version)
 

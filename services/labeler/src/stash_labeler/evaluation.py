@@ -7,7 +7,7 @@ reads neighbouring chunks). The grading model, when configured, checks open chun
 kept distribution.
 
 Evaluating does no I/O of its own: the evaluation worker fetches the revision and the kept labels,
-and `store.save_evaluation` keeps what this returns.
+and `store.save_evaluations` keeps what this returns.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from stash_labeler.chunks import Chunk, cut_chunks
 from stash_labeler.label_schema import LabelSource, StepLabel
 from stash_labeler.labeling.protocol import ChunkLabel, Labeler, LabelingError
-from stash_labeler.scoring.credit import CREDIT_METHOD, expected_credit
+from stash_labeler.scoring.credit import CREDIT_METHOD
 from stash_labeler.scoring.grading import Grader
 from stash_labeler.scoring.rules import ChunkScore, Scores, open_chunks, score
 from stash_labeler.traces import LabelerTrace
@@ -137,21 +137,23 @@ def _steps(chunks: Sequence[Chunk], labels: Mapping[str, KeptLabel], scores: Sco
     steps = []
     for chunk in chunks:
         kept = labels.get(chunk.chunk_id)
+        labelled = _label_fields(kept.label) if kept is not None else {}
         chunk_score = scores.chunks.get(chunk.chunk_id)
+        reward = _reward(chunk_score) if chunk_score is not None else None
         for step in chunk.steps:
-            entry: dict[str, Any] = {"step_id": step.id, "step_index": step.index, "chunk_id": chunk.chunk_id}
-            if kept is not None:
-                entry["label"] = kept.label.label.as_metadata()
-                entry["label_source"] = kept.label.source.value
-                entry["label_model"] = kept.label.model
-            if chunk_score is not None and step is chunk.action:
-                entry.update(_reward(chunk_score))
+            entry = {"step_id": step.id, "step_index": step.index, "chunk_id": chunk.chunk_id, **labelled}
+            if reward is not None and step is chunk.action:
+                entry.update(reward)
             steps.append(entry)
     return steps
 
 
+def _label_fields(label: ChunkLabel) -> dict[str, Any]:
+    """The label part of each step of a chunk (the steps of a chunk share one label)."""
+    return {"label": label.label.as_metadata(), "label_source": label.source.value, "label_model": label.model}
+
+
 def _reward(chunk: ChunkScore) -> dict[str, Any]:
-    distribution = chunk.credit_distribution
     return {
         "reward": {
             "points": round(chunk.points, 6),
@@ -159,9 +161,9 @@ def _reward(chunk: ChunkScore) -> dict[str, Any]:
             "credit": round(chunk.credit, 6),
             "terms": [{"reason": term.reason, "points": round(term.points, 6)} for term in chunk.terms],
         },
-        "expected_credit": expected_credit(distribution),
+        "expected_credit": chunk.expected_credit,
         "ordinal_credit": chunk.ordinal_credit,
-        "credit_distribution": distribution,
+        "credit_distribution": chunk.credit_distribution,
         "credit_method": CREDIT_METHOD,
     }
 

@@ -6,6 +6,7 @@ library is imported only when one of them needs it, so a rule-only labeler never
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import grpc
@@ -69,12 +70,18 @@ def make_process_model(settings: LabelerSettings) -> ProcessModel:
         raise ConfigError('STASH_OPENAI_API_KEY is not set (needed by STASH_PRM_CONFIG strategy "rules+ml")')
     import openai
 
-    client = openai.AsyncOpenAI(api_key=settings.openai_api_key, base_url=settings.openai_base_url)
+    # A synchronous client, called on a worker thread: the process model runs each classification in its own
+    # `asyncio.run`, and an async client is bound to the first event loop it ran on (every later call failed,
+    # and the classifier, which never raises, silently fell back to the rules).
+    client = openai.OpenAI(api_key=settings.openai_api_key, base_url=settings.openai_base_url)
     model = settings.prm_model or settings.step_label_model
 
-    async def complete(prompt: str) -> str:
-        response = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}])
+    def ask(prompt: str) -> str:
+        response = client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}])
         return response.choices[0].message.content or ""
+
+    async def complete(prompt: str) -> str:
+        return await asyncio.to_thread(ask, prompt)
 
     return ProcessModel(config, LLMTrajectoryClassifier.from_config(complete, config))
 
@@ -90,8 +97,8 @@ def main() -> None:
     """Run the labeler service until SIGTERM or SIGINT."""
     settings = load(LabelerSettings)
     configure_logging("labeler", settings.log_level)
-    upgrade("labeler", MIGRATIONS_DIR, settings.database_url)
-    sessions = make_sessions(make_engine(settings.database_url))
+    engine = make_engine(settings.database_url)
+    sessions = make_sessions(engine)
     ingest = IngestClient(ingest_pb2_grpc.IngestServiceStub(peer_channel(settings, "ingest")))
     wakeups = make_wakeups(settings.redis_url)
     labeler = make_labeler(settings)
@@ -111,5 +118,8 @@ def main() -> None:
         labeler_pb2_grpc.add_LabelerServiceServicer_to_server(servicer, server)
         return [labeler_pb2.DESCRIPTOR.services_by_name["LabelerService"].full_name]
 
-    worker.start()
-    serve("labeler", register, settings.host, settings.port, on_stop=worker.stop)
+    def prepare() -> None:
+        upgrade("labeler", MIGRATIONS_DIR, settings.database_url)
+        worker.start()
+
+    serve(settings, settings.port, register, engine, on_stop=worker.stop, prepare=prepare)

@@ -7,13 +7,14 @@ because it only renders them as messages.
 
 Every transaction that changes an owner's evaluations or findings ends by giving the owner a new change
 marker (`touch_owners`), which tells the gateway its cached SQL tables are stale. The functions that are
-a transaction of their own (claim, requeue, fail, forget, requeue_stale) do it themselves; the callers of
-`enqueue` and `save_evaluation` do it after their last write.
+a transaction of their own (requeue, fail, forget, requeue_stale) and `claim` do it themselves; the callers of
+`enqueue` and `save_evaluations` do it after their last write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import zip_longest
 from pathlib import Path
@@ -21,7 +22,6 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
-    CursorResult,
     DateTime,
     Float,
     Index,
@@ -30,16 +30,17 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    Update,
     delete,
     func,
+    insert,
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from stash_common import owner_rows
+from stash_common import owner_versions
 from stash_common.db import new_id, utc_now
 from stash_labeler.evaluation import Evaluation, KeptLabel
 from stash_labeler.label_schema import LabelSource, StepLabel
@@ -61,6 +62,8 @@ class Base(DeclarativeBase):
 class ChunkLabelRow(Base):
     """The kept label of one chunk: reused while the chunk's fingerprint is unchanged."""
 
+    # Typed as the Table it is (SQLAlchemy types it as any FromClause): the labels are upserted with Core.
+    __table__: ClassVar[Table]
     __tablename__ = "chunk_labels"
 
     trace_id: Mapped[str] = mapped_column(String(36), primary_key=True)
@@ -180,12 +183,12 @@ class OwnerVersionRow(Base):
 
 def touch_owners(session: Session, owner_ids: Iterable[str]) -> None:
     """New change markers for these owners: the last statement of a transaction that changed their rows."""
-    owner_rows.touch_owners(session, OwnerVersionRow.__table__, owner_ids)
+    owner_versions.touch_owners(session, OwnerVersionRow.__table__, owner_ids)
 
 
 def owner_version(session: Session, owner_id: str) -> str:
     """The owner's change marker; empty while nothing of theirs has changed."""
-    return owner_rows.owner_version(session, OwnerVersionRow.__table__, owner_id)
+    return owner_versions.owner_version(session, OwnerVersionRow.__table__, owner_id)
 
 
 def _touch_owner_of(session: Session, evaluation_id: str) -> None:
@@ -205,6 +208,31 @@ def enqueue(session: Session, owner_id: str, trace_id: str, revision: int) -> bo
     return True
 
 
+def enqueue_revisions(session: Session, owner_id: str, revisions: Sequence[tuple[str, int]]) -> int:
+    """Queue evaluations of the owner's revisions (trace id, revision) that have none, in a few statements;
+    a trace with evaluations of another owner is not this owner's and is skipped. Returns how many were queued."""
+    trace_ids = list({trace_id for trace_id, _revision in revisions})
+    if not trace_ids:
+        return 0
+    found = session.execute(
+        select(EvaluationRow.owner_id, EvaluationRow.trace_id, EvaluationRow.revision).where(
+            EvaluationRow.trace_id.in_(trace_ids)
+        )
+    ).all()
+    others = {row.trace_id for row in found if row.owner_id != owner_id}
+    taken = {(row.trace_id, row.revision) for row in found}
+    wanted = dict.fromkeys(item for item in revisions if item[0] not in others and item not in taken)
+    if wanted:
+        now = utc_now()
+        rows = [
+            {"id": new_id(), "owner_id": owner_id, "trace_id": trace_id, "revision": revision}
+            | {"status": QUEUED, "attempts": 0, "created_at": now, "updated_at": now}
+            for trace_id, revision in wanted
+        ]
+        session.execute(insert(EvaluationRow), rows)
+    return len(wanted)
+
+
 def evaluated_for_another_owner(session: Session, owner_id: str, trace_id: str) -> bool:
     """True when the trace id has evaluations of an owner other than this one: it is not this owner's trace."""
     query = select(EvaluationRow.id).where(EvaluationRow.trace_id == trace_id, EvaluationRow.owner_id != owner_id)
@@ -221,47 +249,70 @@ def requeue(session: Session, evaluation_id: str) -> None:
     _touch_owner_of(session, evaluation_id)
 
 
-def claim(session: Session, evaluation_id: str) -> bool:
-    """Move a queued evaluation to running; only one claimer wins."""
-    claimed = _changed(
-        session,
+@dataclass(frozen=True)
+class Claimed:
+    """A queued evaluation this worker moved to running, and the revision it is of."""
+
+    evaluation_id: str
+    revision: TraceRevision
+
+
+def claim(session: Session, evaluation_ids: Sequence[str]) -> list[Claimed]:
+    """Move these evaluations to running where they are still queued; of two claimers, only one gets each."""
+    if not evaluation_ids:
+        return []
+    rows = session.execute(
         update(EvaluationRow)
-        .where(EvaluationRow.id == evaluation_id, EvaluationRow.status == QUEUED)
-        .values(status=RUNNING, attempts=EvaluationRow.attempts + 1, updated_at=utc_now()),
-    )
-    if claimed == 1:
-        _touch_owner_of(session, evaluation_id)
-    return claimed == 1
+        .where(EvaluationRow.id.in_(evaluation_ids), EvaluationRow.status == QUEUED)
+        .values(status=RUNNING, attempts=EvaluationRow.attempts + 1, updated_at=utc_now())
+        .returning(EvaluationRow.id, EvaluationRow.owner_id, EvaluationRow.trace_id, EvaluationRow.revision)
+    ).all()
+    touch_owners(session, [row.owner_id for row in rows])
+    won = {row.id: Claimed(row.id, TraceRevision(row.owner_id, row.trace_id, row.revision)) for row in rows}
+    return [won[evaluation_id] for evaluation_id in evaluation_ids if evaluation_id in won]
 
 
-def revision_of(session: Session, evaluation_id: str) -> TraceRevision | None:
-    """The revision an evaluation is of; None once it is gone (its trace was deleted meanwhile)."""
-    row = session.get(EvaluationRow, evaluation_id)
-    return TraceRevision(row.owner_id, row.trace_id, row.revision) if row is not None else None
+@dataclass(frozen=True)
+class Evaluated:
+    """A succeeded evaluation to save: its row, the trace as evaluated, the result and the PRM's findings."""
+
+    evaluation_id: str
+    trace: LabelerTrace
+    evaluation: Evaluation
+    findings: Sequence[Finding]
 
 
-def save_evaluation(session: Session, evaluation_id: str, trace: LabelerTrace, evaluation: Evaluation) -> bool:
-    """Record a succeeded evaluation and keep its labels; False, saving nothing, when the row is gone."""
+def save_evaluations(session: Session, evaluated: Sequence[Evaluated]) -> list[Evaluated]:
+    """Record succeeded evaluations, keep their labels and replace their traces' findings; returns those saved.
+
+    An evaluation whose row is gone (its trace was deleted meanwhile) saves nothing. Each trace appears at
+    most once. The rows are locked first, so a concurrent delete of a trace waits for this transaction.
+    """
+    ids = [item.evaluation_id for item in evaluated]
+    present = set(session.scalars(select(EvaluationRow.id).where(EvaluationRow.id.in_(ids)).with_for_update()))
+    saved = [item for item in evaluated if item.evaluation_id in present]
+    if not saved:
+        return []
     now = utc_now()
-    succeeded = (
-        update(EvaluationRow)
-        .where(EvaluationRow.id == evaluation_id)
-        .values(
-            status=SUCCEEDED,
-            error=None,
-            body=evaluation.body,
-            trace_score=evaluation.trace_score,
-            outcome=evaluation.outcome,
-            labeler=evaluation.labeler.value,
-            updated_at=now,
-            finished_at=now,
-        )
-    )
-    if _changed(session, succeeded) == 0:
-        return False
-    if evaluation.labeler != LabelSource.IMPORTED:  # imported labels stay in the trace itself
-        _keep_labels(session, trace, evaluation.labels, now)
-    return True
+    session.execute(update(EvaluationRow), [_succeeded(item, now) for item in saved])
+    _keep_labels(session, [item for item in saved if item.evaluation.labeler != LabelSource.IMPORTED], now)
+    _replace_findings(session, saved)
+    return saved
+
+
+def _succeeded(item: Evaluated, now: datetime) -> dict[str, Any]:
+    evaluation = item.evaluation
+    return {
+        "id": item.evaluation_id,
+        "status": SUCCEEDED,
+        "error": None,
+        "body": evaluation.body,
+        "trace_score": evaluation.trace_score,
+        "outcome": evaluation.outcome,
+        "labeler": evaluation.labeler.value,
+        "updated_at": now,
+        "finished_at": now,
+    }
 
 
 def fail(session: Session, evaluation_id: str, error: str) -> None:
@@ -355,29 +406,43 @@ def latest_succeeded(session: Session, owner_id: str, trace_ids: Sequence[str]) 
 
 def kept_labels(session: Session, trace_id: str) -> dict[str, KeptLabel]:
     """The kept labels of a trace by chunk id."""
-    return {row.chunk_id: _kept(row) for row in _label_rows(session, trace_id)}
+    return kept_labels_of(session, [trace_id]).get(trace_id, {})
 
 
-def _keep_labels(session: Session, trace: LabelerTrace, labels: Mapping[str, KeptLabel], now: datetime) -> None:
-    existing = {row.chunk_id: row for row in _label_rows(session, trace.id)}
-    for chunk_id, kept in labels.items():
-        values = {
-            "owner_id": trace.owner_id,
+def kept_labels_of(session: Session, trace_ids: Sequence[str]) -> dict[str, dict[str, KeptLabel]]:
+    """The kept labels of each of these traces that has any, by trace id and chunk id."""
+    kept: dict[str, dict[str, KeptLabel]] = {}
+    for row in session.scalars(select(ChunkLabelRow).where(ChunkLabelRow.trace_id.in_(trace_ids))):
+        kept.setdefault(row.trace_id, {})[row.chunk_id] = _kept(row)
+    return kept
+
+
+def _keep_labels(session: Session, evaluated: Sequence[Evaluated], now: datetime) -> None:
+    """Upsert each chunk's label; a kept label of a chunk the evaluation did not label stays as it was."""
+    rows = [
+        {
+            "trace_id": item.trace.id,
+            "chunk_id": chunk_id,
+            "owner_id": item.trace.owner_id,
             "fingerprint": kept.label.fingerprint,
             "label": kept.label.label.model_dump(mode="json"),
             "source": kept.label.source.value,
             "model": kept.label.model,
             "distribution": kept.distribution,
+            "created_at": now,
         }
-        if chunk_id in existing:
-            for name, value in values.items():
-                setattr(existing[chunk_id], name, value)
-        else:
-            session.add(ChunkLabelRow(trace_id=trace.id, chunk_id=chunk_id, created_at=now, **values))
-
-
-def _label_rows(session: Session, trace_id: str) -> Iterable[ChunkLabelRow]:
-    return session.scalars(select(ChunkLabelRow).where(ChunkLabelRow.trace_id == trace_id))
+        for item in evaluated
+        for chunk_id, kept in item.evaluation.labels.items()
+    ]
+    if not rows:
+        return
+    insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
+    statement = insert(ChunkLabelRow.__table__)
+    kept_columns = ("owner_id", "fingerprint", "label", "source", "model", "distribution")
+    upsert = statement.on_conflict_do_update(
+        index_elements=["trace_id", "chunk_id"], set_={name: statement.excluded[name] for name in kept_columns}
+    )
+    session.execute(upsert, rows)
 
 
 def _kept(row: ChunkLabelRow) -> KeptLabel:
@@ -396,13 +461,22 @@ def forget_trace(session: Session, trace_id: str) -> None:
     touch_owners(session, owners)
 
 
-def replace_findings(session: Session, trace: LabelerTrace, findings: Sequence[Finding]) -> None:
-    """Replace the trace's findings with those of this revision."""
-    session.execute(delete(ProcessFindingRow).where(ProcessFindingRow.trace_id == trace.id))
-    for finding in findings:
-        values = finding.as_json()
-        values["suggestion"] = values["suggestion"][:SUGGESTION_MAX_CHARS]
-        session.add(ProcessFindingRow(owner_id=trace.owner_id, trace_id=trace.id, revision=trace.revision, **values))
+def _replace_findings(session: Session, saved: Sequence[Evaluated]) -> None:
+    """Replace each trace's findings with those of the revision just saved."""
+    session.execute(delete(ProcessFindingRow).where(ProcessFindingRow.trace_id.in_([item.trace.id for item in saved])))
+    rows = [
+        {"owner_id": item.trace.owner_id, "trace_id": item.trace.id, "revision": item.trace.revision, **values}
+        for item in saved
+        for values in (_finding_row(finding) for finding in item.findings)
+    ]
+    if rows:
+        session.execute(insert(ProcessFindingRow), rows)
+
+
+def _finding_row(finding: Finding) -> dict[str, Any]:
+    values = finding.as_json()
+    values["suggestion"] = values["suggestion"][:SUGGESTION_MAX_CHARS]
+    return values
 
 
 def list_findings(
@@ -574,10 +648,3 @@ class TraceCompletionRow(Base):
 def forget_labels(session: Session, trace_id: str) -> None:
     """Drop a trace's kept labels so the next evaluation labels every chunk again."""
     session.execute(delete(ChunkLabelRow).where(ChunkLabelRow.trace_id == trace_id))
-
-
-def _changed(session: Session, statement: Update) -> int:
-    """How many rows an UPDATE changed."""
-    result = session.execute(statement)
-    assert isinstance(result, CursorResult)  # DML without RETURNING answers with a cursor result
-    return result.rowcount

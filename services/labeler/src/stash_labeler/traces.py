@@ -7,9 +7,11 @@ dataclasses and its statuses become `stash_common.errors`, so nothing past the e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from stash_common.errors import StashError
 from stash_common.steps import TraceStep
 
 
@@ -43,6 +45,10 @@ class RevisionPage:
     next_cursor: str
 
 
+# A wanted revision as read: the trace, or the error saying why there is none (NotFound, FailedPrecondition).
+RevisionRead = LabelerTrace | StashError
+
+
 class TraceSource(Protocol):
     """Where the labeler reads traces (ingest).
 
@@ -52,6 +58,10 @@ class TraceSource(Protocol):
 
     def trace_revision(self, owner_id: str, trace_id: str, revision: int) -> LabelerTrace:
         """The trace as of `revision`."""
+        ...
+
+    def trace_revisions(self, wanted: Sequence[TraceRevision]) -> list[RevisionRead]:
+        """Each wanted revision's trace, or why there is none, in order (Unavailable is raised, not returned)."""
         ...
 
     def current_revision(self, owner_id: str, trace_id: str) -> int:

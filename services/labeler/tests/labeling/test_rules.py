@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from typing import Any
 
@@ -12,6 +13,7 @@ from stash_common.step_messages import step_from_proto
 from stash_common.steps import TraceStep
 from stash_labeler.chunks import cut_chunks
 from stash_labeler.label_schema import StepLabel
+from stash_labeler.labeling import rules
 from stash_labeler.labeling.rules import RuleLabeler, label_chunks
 from stash_labeler.scoring.rules import Outcome, open_chunks, score
 from stash_labeler.traces import LabelerTrace
@@ -368,3 +370,45 @@ def test_refund_conversation_scores() -> None:
         [-0.05 + 0.3, -0.13 + 0.24, -0.13 + 0.192]
     )
     assert scores.chunks["c7"].passed_back == 0.0
+
+
+LEXICONS = {
+    name: getattr(rules, name)
+    for name in ("POSITIVE", "NEGATIVE", "RESERVATION", "NOT_FOUND", "FAILED", "PARTIAL", "HEDGED")
+}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "THANKS a lot",
+        "Thank You, that WORKS NOW",
+        "thanksgiving was great",
+        "no, that's not it",
+        "I'd say it's fixed it",
+        "not found: 404",
+        "",
+        "İT WORKS",  # non-ASCII: matched case-insensitively only by the full expression
+        "ſolved, thanks",
+        "Ünfortunately I couldn't",
+    ],
+)
+def test_a_lexicon_finds_exactly_what_its_full_expression_finds(text: str) -> None:
+    for name, lexicon in LEXICONS.items():
+        for pos in (0, 3):
+            expected = lexicon.pattern.search(text, pos)
+            found = lexicon.search(text, pos)
+            assert (found and found.span()) == (expected and expected.span()), (name, text, pos)
+
+
+def test_a_lexicon_agrees_with_its_full_expression_on_random_messages() -> None:
+    chooser = random.Random(32)
+    words = [*(word for lexicon in LEXICONS.values() for word in lexicon.pattern.pattern[11:-10].split("|")), "x"]
+    for _ in range(3000):
+        parts = [chooser.choice(words).replace("\\", "") for _ in range(chooser.randint(0, 4))]
+        text = chooser.choice(["", " ", "'", "-", "a"]).join(parts)
+        text = "".join(char.upper() if chooser.random() < 0.3 else char for char in text)
+        for name, lexicon in LEXICONS.items():
+            expected = lexicon.pattern.search(text)
+            found = lexicon.search(text)
+            assert (found and found.span()) == (expected and expected.span()), (name, text)

@@ -8,6 +8,7 @@ scores and runs come straight from the store, scoped to the owner the gateway na
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC
 
 import grpc
 from sqlalchemy.orm import Session, sessionmaker
@@ -18,11 +19,12 @@ from stash_common.errors import InvalidArgument
 from stash_common.messages import timestamp_of
 from stash_common.requests import owner_of
 from stash_scorer import store
-from stash_scorer.owner_tables import stream_owner_rows
 from stash_scorer.publishing import ActionResult
-from stash_scorer.runs import RunReport, Scoring, TrainingScores
+from stash_scorer.releases import Release, Releases
+from stash_scorer.runs import RunReport, Scoring
 
 MAX_BATCH_TRACES = 500
+NO_RELEASE = "no shared evaluator released yet"
 _STATUSES = {
     store.QUEUED: common_pb2.JOB_STATUS_QUEUED,
     store.RUNNING: common_pb2.JOB_STATUS_RUNNING,
@@ -35,9 +37,10 @@ _REPORTED = (common_pb2.JOB_STATUS_SUCCEEDED, common_pb2.JOB_STATUS_FAILED)
 class ScorerServicer(scorer_pb2_grpc.ScorerServiceServicer):
     """Every owner's trace scores, action scores and scoring runs, over gRPC."""
 
-    def __init__(self, sessions: sessionmaker[Session], scoring: Scoring) -> None:
+    def __init__(self, sessions: sessionmaker[Session], scoring: Scoring, releases: Releases) -> None:
         self.sessions = sessions
         self.scoring = scoring
+        self.releases = releases
 
     def ScoreTrace(
         self, request: scorer_pb2.ScoreTraceRequest, context: grpc.ServicerContext
@@ -105,15 +108,62 @@ class ScorerServicer(scorer_pb2_grpc.ScorerServiceServicer):
     def PublishTrainingScores(
         self, request: scorer_pb2.PublishTrainingScoresRequest, context: grpc.ServicerContext
     ) -> scorer_pb2.PublishTrainingScoresResponse:
-        """Publish a succeeded model's training scores, trace by trace, and make the model ready."""
-        traces = [training_from_proto(item) for item in request.traces]
-        published, rejected = self.scoring.publish_training(owner_of(request), request.reward_model_id, traces)
+        """Publish the training scores stored under the job's key, trace by trace, and make the model ready."""
+        owner_id, model_id = owner_of(request), request.reward_model_id
+        published, rejected = self.scoring.publish_training_job(owner_id, model_id, request.job_key)
         return scorer_pb2.PublishTrainingScoresResponse(published_traces=published, rejected_traces=rejected)
+
+    def ForgetRewardModel(
+        self, request: scorer_pb2.ForgetRewardModelRequest, context: grpc.ServicerContext
+    ) -> scorer_pb2.ForgetRewardModelResponse:
+        """Drop a deleted model's trace scores, action scores and runs; a worker's later report finds no run."""
+        with transaction(self.sessions) as session:
+            store.forget_model(session, owner_of(request), request.reward_model_id)
+        return scorer_pb2.ForgetRewardModelResponse()
+
+    def PublishEvaluatorRelease(
+        self, request: scorer_pb2.PublishEvaluatorReleaseRequest, context: grpc.ServicerContext
+    ) -> scorer_pb2.PublishEvaluatorReleaseResponse:
+        """Record the shared evaluator's current release (a release or a rollback); repeating it changes nothing."""
+        self.releases.publish(release_from_proto(request))
+        return scorer_pb2.PublishEvaluatorReleaseResponse()
+
+    def GetEvaluatorScores(
+        self, request: scorer_pb2.GetEvaluatorScoresRequest, context: grpc.ServicerContext
+    ) -> scorer_pb2.GetEvaluatorScoresResponse:
+        """The shared evaluator's scores shown for one of the owner's traces, or why there are none."""
+        owner_id = owner_of(request)
+        with transaction(self.sessions) as session:
+            current = store.current_release(session)
+            shown = store.shown_shared_scores(session, owner_id, [request.trace_id], with_actions=True)
+            scores = shown.get(request.trace_id)
+            if scores is not None:
+                return scorer_pb2.GetEvaluatorScoresResponse(
+                    current_release=current.number if current else None, scores=shared_scores_to_proto(scores)
+                )
+            reason = unscored_reason(session, owner_id, request.trace_id, current)
+        return scorer_pb2.GetEvaluatorScoresResponse(current_release=current.number if current else None, reason=reason)
+
+    def BatchGetEvaluatorScores(
+        self, request: scorer_pb2.BatchGetEvaluatorScoresRequest, context: grpc.ServicerContext
+    ) -> scorer_pb2.BatchGetEvaluatorScoresResponse:
+        """The shared evaluator's trace score shown for each listed trace that has one."""
+        if len(request.trace_ids) > MAX_BATCH_TRACES:
+            raise InvalidArgument("trace_ids", f"ask for at most {MAX_BATCH_TRACES} traces at once")
+        with transaction(self.sessions) as session:
+            current = store.current_release(session)
+            shown = store.shown_shared_scores(session, owner_of(request), list(request.trace_ids), with_actions=False)
+            return scorer_pb2.BatchGetEvaluatorScoresResponse(
+                current_release=current.number if current else None,
+                scores={trace_id: shared_scores_to_proto(scores) for trace_id, scores in shown.items()},
+            )
 
     def StreamOwnerRows(
         self, request: common_pb2.StreamOwnerRowsRequest, context: grpc.ServicerContext
     ) -> Iterator[common_pb2.StreamOwnerRowsResponse]:
         """The owner's trace scores and action scores as Arrow IPC chunks, for the gateway's SQL queries."""
+        from stash_scorer.owner_tables import stream_owner_rows  # pyarrow: loaded by the first SQL query, not at start
+
         for chunk in stream_owner_rows(self.sessions, owner_of(request)):
             yield common_pb2.StreamOwnerRowsResponse(table=chunk.table, arrow_ipc=chunk.data, version=chunk.version)
 
@@ -143,14 +193,23 @@ def report_from_proto(request: scorer_pb2.ReportScoringResultRequest) -> RunRepo
     )
 
 
-def training_from_proto(message: scorer_pb2.TrainingTraceScores) -> TrainingScores:
-    """One trace's training scores as TrainingScores."""
-    return TrainingScores(
-        trace_id=message.trace_id,
-        trace_revision=message.trace_revision,
-        trace_score=message.trace_score if message.HasField("trace_score") else None,
-        actions=tuple(action_from_proto(item) for item in message.action_scores),
-    )
+def release_from_proto(request: scorer_pb2.PublishEvaluatorReleaseRequest) -> Release:
+    """A publication as a Release; every field is required."""
+    if not request.HasField("released_at"):
+        raise InvalidArgument("released_at", "say when the release (or the rollback to it) took effect")
+    return Release(request.number, request.job_key, request.released_at.ToDatetime(tzinfo=UTC))
+
+
+def unscored_reason(session: Session, owner_id: str, trace_id: str, current: store.EvaluatorReleaseRow | None) -> str:
+    """Why no release's scores are shown for the trace."""
+    if current is None:
+        return NO_RELEASE
+    run = store.latest_release_run(session, owner_id, trace_id, current.number)
+    if run is None:
+        return f"release {current.number} has not scored this trace yet"
+    if run.status == store.FAILED:
+        return f"release {current.number} could not score this trace: {run.error}"
+    return f"release {current.number} is scoring this trace ({run.status})"
 
 
 def action_from_proto(message: scorer_pb2.ActionScoreResult) -> ActionResult:
@@ -180,6 +239,17 @@ def trace_score_to_proto(row: store.TraceScoreRow) -> scorer_pb2.TraceScore:
         reward_model_name=row.reward_model_name,
         score=row.score,
         created_at=timestamp_of(row.created_at),
+    )
+
+
+def shared_scores_to_proto(scores: store.SharedScores) -> scorer_pb2.EvaluatorScores:
+    """What one release published for one trace as its message."""
+    return scorer_pb2.EvaluatorScores(
+        release=scores.release_number,
+        trace_score=scores.trace_score.score if scores.trace_score is not None else None,
+        action_scores=[action_score_to_proto(row) for row in scores.actions],
+        scored_at=timestamp_of(scores.scored_at),
+        trace_revision=scores.trace_revision,
     )
 
 

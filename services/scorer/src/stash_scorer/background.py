@@ -9,6 +9,11 @@ whose agents never pause (live OTLP traces growing all day) is still scored. Act
 the trace once: scores of steps it no longer has are deleted, and each ready action model gets an
 automatic run unless one exists for that revision.
 
+The shared evaluator's current release is one more model for every owner: acting on a change queues it
+too, and when a release becomes current its backfill queues every trace of every owner that it has not
+scored at the trace's current revision, in the order ingest last changed them (the dispatcher serves a
+release's runs newest first).
+
 Ingest lists no deletions, so the sweep also checks, a page at a time, that the traces it holds scores
 for still exist, and forgets the ones that do not. Ingest is reached through a `TraceSource`: an outage
 stops the pass, and the next one resumes where it stopped.
@@ -26,7 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from stash_common.db import transaction, utc_now
 from stash_common.errors import NotFound
 from stash_scorer import store
-from stash_scorer.inputs import TraceSource
+from stash_scorer.inputs import ScorerTrace, TraceSource
 
 log = structlog.get_logger()
 CHANGES_CURSOR = "ingest.revisions"
@@ -81,8 +86,9 @@ class BackgroundScoring:
         """Drop the scores of removed steps and queue the trace for each ready action model; returns runs queued."""
         with transaction(self.sessions) as session:
             models = store.ready_action_models(session, owner_id)
+            release = store.current_release(session)
             scored = store.has_action_scores(session, owner_id, trace_id)
-        if not models and not scored:
+        if not models and release is None and not scored:
             with transaction(self.sessions) as session:
                 store.settle_change(session, trace_id, revision)
             return 0
@@ -94,19 +100,46 @@ class BackgroundScoring:
         try:
             with transaction(self.sessions) as session:
                 store.drop_removed_steps(session, owner_id, trace_id, [step.id for step in trace.steps])
-                queued = _enqueue(session, models, trace.id, trace.revision) if trace.actions else 0
+                queued = _enqueue(session, models, release, trace, trace.revision) if trace.actions else 0
                 store.settle_change(session, trace_id, max(revision, trace.revision))
         except IntegrityError:
             return 0  # another replica queued the same run first; the change stays pending for the next sweep
         return queued
 
     def backfill(self) -> int:
-        """Queue every trace of each newly ready action model's owner; returns runs queued."""
+        """Queue every trace of each newly ready action model's owner, and every trace for a newly current
+        release; returns runs queued."""
         with transaction(self.sessions) as session:
             models = store.models_to_backfill(session)
+            release = store.release_to_backfill(session)
         queued = 0
         for model in models:
             queued += self._backfill(model)
+        if release is not None:
+            queued += self._backfill_release(release)
+        return queued
+
+    def _backfill_release(self, release: store.EvaluatorReleaseRow) -> int:
+        with transaction(self.sessions) as session:
+            covered = store.covered_revisions(session, release.model_id)
+        cursor, queued = "", 0
+        try:
+            while True:
+                page = self.traces.changed_revisions(cursor, PAGE_SIZE)
+                fresh = [item for item in page.revisions if (item.trace_id, item.revision) not in covered]
+                with transaction(self.sessions) as session:
+                    session.add_all(
+                        store.new_release_run(release, item.owner_id, item.trace_id, item.revision) for item in fresh
+                    )
+                queued += len(fresh)
+                if not page.revisions or page.next_cursor == cursor:
+                    break
+                cursor = page.next_cursor
+        except IntegrityError:
+            return queued  # a change queued one of them meanwhile; the next pass finishes the backfill
+        with transaction(self.sessions) as session:
+            store.finish_release_backfill(session, release.number)
+        log.info("shared evaluator release queued for every trace", release=release.number, runs=queued)
         return queued
 
     def _backfill(self, model: store.ScoringModelRow) -> int:
@@ -167,11 +200,21 @@ class BackgroundScoring:
         log.info("deleted trace forgotten", trace_id=trace_id)
 
 
-def _enqueue(session: Session, models: Sequence[store.ScoringModelRow], trace_id: str, revision: int) -> int:
-    """Queue an automatic run of the revision for each model that has none; returns how many."""
+def _enqueue(
+    session: Session,
+    models: Sequence[store.ScoringModelRow],
+    release: store.EvaluatorReleaseRow | None,
+    trace: ScorerTrace,
+    revision: int,
+) -> int:
+    """Queue an automatic run of the revision for each model, and the current release, that has none; returns
+    how many."""
     queued = 0
     for model in models:
-        if not store.has_run(session, trace_id, model.id, revision):
-            session.add(store.new_run(model, trace_id, revision, explicit=False))
+        if not store.has_run(session, trace.id, model.id, revision):
+            session.add(store.new_run(model, trace.id, revision, explicit=False))
             queued += 1
+    if release is not None and not store.has_run(session, trace.id, release.model_id, revision):
+        session.add(store.new_release_run(release, trace.owner_id, trace.id, revision))
+        queued += 1
     return queued

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stash_common.errors import FailedPrecondition, InvalidArgument
-from stash_common.job_files import describe, read_jsonl, write_json, write_jsonl
+from stash_common.jobs.files import describe, read_jsonl, write_json, write_jsonl
 
 JOB_FILE = "job.json"
 ACTION_SCORE_ITEMS_FILE = "action_score_items.jsonl"
@@ -62,7 +62,7 @@ class ScoreJob(BaseModel):
 
 
 class ActionScoreItem(BaseModel):
-    """One line of `action_score_items.jsonl`: `render_example(steps, index)` of one eligible action."""
+    """One line of `action_score_items.jsonl`: `render_example(steps, index, sections=True)` of one eligible action."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
 

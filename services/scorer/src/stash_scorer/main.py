@@ -17,7 +17,7 @@ from stash.rm.v1 import ingest_pb2_grpc, scorer_pb2, scorer_pb2_grpc, trainer_pb
 from stash_common.channels import peer_channel
 from stash_common.coordination import make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
-from stash_common.launcher import make_launcher
+from stash_common.jobs.launchers import make_launcher
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
@@ -25,7 +25,8 @@ from stash_common.worker_storage import WorkerStorageSettings
 from stash_scorer.api import ScorerServicer
 from stash_scorer.background import BackgroundScoring
 from stash_scorer.clients import IngestClient, TrainerClient
-from stash_scorer.dispatcher import WORKER_MODULE, Dispatcher, JobSettings
+from stash_scorer.dispatcher import Dispatcher, JobSettings
+from stash_scorer.releases import Releases
 from stash_scorer.runs import Scoring
 from stash_scorer.settings import ScorerSettings
 from stash_scorer.store import MIGRATIONS_DIR
@@ -49,15 +50,17 @@ def main() -> None:
     """Run the scorer service until SIGTERM or SIGINT."""
     settings = load(ScorerSettings)
     configure_logging("scorer", settings.log_level)
-    sessions = make_sessions(make_engine(settings.database_url))
+    engine = make_engine(settings.database_url)
+    sessions = make_sessions(engine)
     traces = IngestClient(ingest_pb2_grpc.IngestServiceStub(peer_channel(settings, "ingest")))
     models = TrainerClient(trainer_pb2_grpc.TrainerServiceStub(peer_channel(settings, "trainer")))
     background = BackgroundScoring(sessions, traces, settings.debounce_s)
-    launcher = make_launcher(settings.launcher, WORKER_MODULE, settings.artifact_dir)
+    launcher = make_launcher(settings.launcher, settings.artifact_dir)
     objects = load(WorkerStorageSettings).object_store()  # where job files go: the workers' own settings
     wakeups = make_wakeups(settings.redis_url)
     dispatcher = Dispatcher(sessions, traces, objects, launcher, wakeups, job_settings(settings), background)
-    servicer = ScorerServicer(sessions, Scoring(sessions, traces, models, dispatcher.wake))
+    scoring = Scoring(sessions, traces, models, dispatcher.wake, objects)
+    servicer = ScorerServicer(sessions, scoring, Releases(sessions, objects, dispatcher.wake))
 
     def register(server: grpc.Server) -> Sequence[str]:
         scorer_pb2_grpc.add_ScorerServiceServicer_to_server(servicer, server)
@@ -67,4 +70,4 @@ def main() -> None:
         upgrade("scorer", MIGRATIONS_DIR, settings.database_url)
         dispatcher.start()
 
-    serve("scorer", register, settings.host, settings.port, on_stop=dispatcher.stop, prepare=prepare)
+    serve(settings, settings.port, register, engine, on_stop=dispatcher.stop, prepare=prepare)

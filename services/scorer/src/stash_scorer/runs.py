@@ -6,7 +6,8 @@ arbitrates between simultaneous requests. A worker's report is checked against t
 against ingest's current revision before anything is stored: a trace that changed while it was scored
 fails the run and publishes nothing, and a result that fails validation does the same. A succeeded
 model's training scores go through the same check, each trace becoming a succeeded or failed run, and
-make the model ready, so the background sweep scores the rest of its owner's traces.
+make the model ready, so the background sweep scores the rest of its owner's traces; the scorer reads
+them from the training job's files in object storage by the job's key (`publish_training_job`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash_common.db import transaction, utc_now
-from stash_common.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from stash_common.errors import FailedPrecondition, InvalidArgument, NotFound, StashError, Unavailable
+from stash_common.jobs import training_scores
+from stash_common.storage import ObjectStore
 from stash_scorer import store
 from stash_scorer.inputs import ModelSource, RewardModel, ScorerTrace, TraceSource
 from stash_scorer.publishing import ActionResult, check_scores
@@ -65,11 +68,13 @@ class Scoring:
         traces: TraceSource,
         models: ModelSource,
         wake: Callable[[], None],
+        objects: ObjectStore,
     ) -> None:
         self.sessions = sessions
         self.traces = traces
         self.models = models
         self.wake = wake
+        self.objects = objects  # where training jobs leave their scores
 
     def request(self, owner_id: str, trace_id: str, model_id: str) -> store.ScoringRunRow:
         """The run covering the trace's current revision with the model: finished, active, or queued now."""
@@ -89,9 +94,14 @@ class Scoring:
         return run
 
     def report(self, report: RunReport) -> store.ScoringRunRow:
-        """Record a worker's result for one trace: publish it, or fail the run with the reason."""
+        """Record a worker's result for one trace: publish it, or fail the run with the reason.
+
+        A repeated report of a run its job settled already (the first answer was lost) changes nothing.
+        """
         with transaction(self.sessions) as session:
             run = store.reporting_run(session, report.owner_id, report.run_id, report.job_id)
+        if run.status != store.RUNNING:
+            return run
         if report.trace_id != run.trace_id:
             raise InvalidArgument(
                 "trace_id", f"scoring run {run.id} scores trace {run.trace_id}, not {report.trace_id}"
@@ -131,6 +141,25 @@ class Scoring:
             store.finish_run(run, store.SUCCEEDED)
         log.info("trace scored", trace_id=run.trace_id, reward_model_id=run.reward_model_id, actions=len(actions))
         return run
+
+    def publish_training_job(self, owner_id: str, model_id: str, job_key: str) -> tuple[int, int]:
+        """Publish the scores the model's training job left under `job_key`; returns (published, rejected).
+
+        The job must be the model's own; scores that cannot be read publish nothing and still make the
+        model ready (its traces are then scored in the background). Publishing twice changes nothing.
+        """
+        training_scores.training_job_id(job_key)
+        try:
+            stored = training_scores.read_training_scores(self.objects, job_key)
+        except (StashError, OSError) as error:
+            log.warning("the training job's scores are unusable", reward_model_id=model_id, error=str(error))
+            return self.publish_training(owner_id, model_id, [])
+        if (stored.owner_id, stored.reward_model_id) != (owner_id, model_id):
+            raise InvalidArgument("job_key", f"{job_key} is not the training job of reward model {model_id}")
+        published = self.publish_training(owner_id, model_id, [_training_scores(trace) for trace in stored.traces])
+        with transaction(self.sessions) as session:
+            store.note_training_job(session, model_id, job_key)  # a shared evaluator release may name this job
+        return published
 
     def publish_training(self, owner_id: str, model_id: str, traces: Sequence[TrainingScores]) -> tuple[int, int]:
         """Publish a succeeded model's training scores trace by trace; returns (published, rejected)."""
@@ -219,6 +248,11 @@ def _remember(session: Session, model: RewardModel, artifact_key: str, backfill:
     return store.remember_model(
         session, model.id, model.owner_id, model.name, artifact_key, model.scores_actions, backfill
     )
+
+
+def _training_scores(trace: training_scores.TrainingScores) -> TrainingScores:
+    actions = tuple(ActionResult(action.step_id, action.score, action.credit) for action in trace.actions)
+    return TrainingScores(trace.trace_id, trace.trace_revision, trace.trace_score, actions)
 
 
 def _settled_run(

@@ -8,8 +8,8 @@ queued run can be claimed, and a claim names the job, so a duplicate delivery ne
 and a report from another job is refused. A running job holds one of `max_active_batches` slots, kept
 unique by another partial index, so replicas together never run more jobs than that.
 
-The three functions that write trace and action scores (`replace_scores`, `drop_removed_steps`,
-`forget_trace`) end by giving the owner a new change marker, which tells the gateway its cached SQL
+The functions that write trace and action scores (`replace_scores`, `drop_removed_steps`, `forget_trace`,
+`forget_model`) end by giving the owner a new change marker, which tells the gateway its cached SQL
 tables are stale.
 """
 
@@ -43,8 +43,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, aliased, mapped_column
 from sqlalchemy.sql.dml import Delete, Update
 
-from stash_common import owner_rows
-from stash_common.db import new_id, utc_now
+from stash_common import owner_versions
+from stash_common.db import UtcDateTime, new_id, utc_now
 from stash_common.errors import FailedPrecondition, NotFound
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -62,7 +62,10 @@ class ScoringModelRow(Base):
     """A succeeded reward model the scorer has learned about; action models are scored in the background."""
 
     __tablename__ = "scoring_models"
-    __table_args__ = (Index("ix_scoring_models_owner", "owner_id"),)
+    __table_args__ = (
+        Index("ix_scoring_models_owner", "owner_id"),
+        Index("ix_scoring_models_training_job_key", "training_job_key"),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     owner_id: Mapped[str] = mapped_column(String(64))
@@ -72,6 +75,8 @@ class ScoringModelRow(Base):
     # When every trace of the owner was queued for this model; None until the background sweep has done it.
     backfilled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     ready_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    # The training job that left the checkpoint (`jobs/trainer/<job id>`), once it published its scores.
+    training_job_key: Mapped[str | None] = mapped_column(String(500))
 
 
 class ScoringRunRow(Base):
@@ -111,6 +116,8 @@ class ScoringRunRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The shared evaluator release this run scores with; None for a personal model's run.
+    release_number: Mapped[int | None] = mapped_column(Integer)
 
 
 class ScoringJobRow(Base):
@@ -139,6 +146,8 @@ class ScoringJobRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Renewed every few seconds by the replica watching the job's worker; one that died lets it run out.
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The shared evaluator release the job scores with; None for a personal model's job.
+    release_number: Mapped[int | None] = mapped_column(Integer)
 
 
 class TraceScoreRow(Base):
@@ -155,13 +164,18 @@ class TraceScoreRow(Base):
     score: Mapped[float] = mapped_column(Float)
     scoring_run_id: Mapped[str] = mapped_column(String(36))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    # The shared evaluator release that published the score; None for a personal model's.
+    release_number: Mapped[int | None] = mapped_column(Integer)
 
 
 class ActionScoreRow(Base):
     """One action's learned score from one model, keyed by the immutable step id."""
 
     __tablename__ = "action_scores"
-    __table_args__ = (Index("ix_action_scores_trace", "trace_id", "reward_model_id"),)
+    __table_args__ = (
+        Index("ix_action_scores_trace", "trace_id", "reward_model_id"),
+        Index("ix_action_scores_release", "owner_id", "trace_id", "release_number"),
+    )
 
     reward_model_id: Mapped[str] = mapped_column(String(36), primary_key=True)
     step_id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -174,6 +188,39 @@ class ActionScoreRow(Base):
     credit: Mapped[float] = mapped_column(Float)
     scoring_run_id: Mapped[str] = mapped_column(String(36))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    # The shared evaluator release that published the score; None for a personal model's.
+    release_number: Mapped[int | None] = mapped_column(Integer)
+
+
+class EvaluatorReleaseRow(Base):
+    """A shared evaluator release as the trainer published it; the current one was released last."""
+
+    __tablename__ = "evaluator_releases"
+    __table_args__ = (Index("ix_evaluator_releases_released_at", "released_at"),)
+
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_key: Mapped[str] = mapped_column(String(500))
+    artifact_key: Mapped[str] = mapped_column(String(500))
+    # When the release, or the latest rollback to it, took effect (the trainer's clock).
+    released_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    published_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    # When every trace was queued for it since it last became current; None until the backfill has done it.
+    backfilled_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+    @property
+    def model_id(self) -> str:
+        """The model id its runs and scores carry."""
+        return release_model_id(self.number)
+
+    @property
+    def name(self) -> str:
+        """The model name its runs and scores carry."""
+        return f"shared evaluator release {self.number}"
+
+
+def release_model_id(number: int) -> str:
+    """The model id of release `number`'s runs and scores."""
+    return f"evaluator-release-{number}"
 
 
 class PendingChangeRow(Base):
@@ -212,12 +259,12 @@ class OwnerVersionRow(Base):
 
 def touch_owner(session: Session, owner_id: str) -> None:
     """A new change marker for the owner: the last write of a transaction that changed their scores."""
-    owner_rows.touch_owners(session, OwnerVersionRow.__table__, [owner_id])
+    owner_versions.touch_owners(session, OwnerVersionRow.__table__, [owner_id])
 
 
 def owner_version(session: Session, owner_id: str) -> str:
     """The owner's change marker; empty while none of their scores has changed."""
-    return owner_rows.owner_version(session, OwnerVersionRow.__table__, owner_id)
+    return owner_versions.owner_version(session, OwnerVersionRow.__table__, owner_id)
 
 
 @dataclass(frozen=True)
@@ -242,11 +289,14 @@ def find_run(session: Session, owner_id: str, run_id: str) -> ScoringRunRow:
 
 
 def reporting_run(session: Session, owner_id: str, run_id: str, job_id: str) -> ScoringRunRow:
-    """The run a worker reports on, locked, while it is running in that job; anything else is refused."""
+    """The run a worker reports on, locked: running in that job, or settled by it (a repeated report).
+
+    A report from any other job is refused.
+    """
     row = session.get(ScoringRunRow, run_id, with_for_update=True)
     if row is None or row.owner_id != owner_id:
         raise NotFound(f"scoring run {run_id} not found")
-    if row.status != RUNNING or row.job_id != job_id:
+    if row.job_id != job_id or row.status not in (RUNNING, SUCCEEDED, FAILED):
         raise FailedPrecondition(f"scoring run {run_id} is {row.status} and no longer running in job {job_id}")
     return row
 
@@ -306,10 +356,14 @@ def covered_revisions(session: Session, model_id: str) -> set[tuple[str, int]]:
 
 
 def latest_runs(session: Session, owner_id: str, trace_id: str) -> list[ScoringRunRow]:
-    """The newest run of each model on the owner's trace, by model name."""
+    """The newest run of each of the owner's models on the owner's trace, by model name."""
     rows = session.scalars(
         select(ScoringRunRow)
-        .where(ScoringRunRow.owner_id == owner_id, ScoringRunRow.trace_id == trace_id)
+        .where(
+            ScoringRunRow.owner_id == owner_id,
+            ScoringRunRow.trace_id == trace_id,
+            ScoringRunRow.release_number.is_(None),
+        )
         .order_by(ScoringRunRow.created_at.desc(), ScoringRunRow.id)
     )
     latest: dict[str, ScoringRunRow] = {}
@@ -365,41 +419,79 @@ def free_slot(session: Session, max_active: int) -> int | None:
     return next((slot for slot in range(max_active) if slot not in used), None)
 
 
-def next_model(session: Session) -> str | None:
-    """The model whose queued runs should be served next: the oldest explicit request first; otherwise
-    owners take turns (the model of the owner whose last batch started longest ago, or never, then its
-    oldest run), so one owner's backlog of thousands of traces does not hold back another owner's scores."""
-    queued = select(ScoringRunRow.reward_model_id).where(ScoringRunRow.status == QUEUED)
+@dataclass(frozen=True)
+class BatchKey:
+    """What one batch holds: queued runs of one checkpoint for one owner (a release scores every owner's traces)."""
+
+    model_id: str
+    owner_id: str
+    release_number: int | None
+
+
+def next_batch(session: Session) -> BatchKey | None:
+    """The runs to serve next: the oldest explicit request first; otherwise personal models and the shared
+    evaluator take turns, batch by batch (the kind the last job was not goes first, the other when it has none
+    queued), and within each kind owners take turns (`_next_background`), so neither a release's rescoring of
+    every trace nor one owner's backlog of thousands of traces holds back anybody else's scores."""
+    queued = select(ScoringRunRow.reward_model_id, ScoringRunRow.owner_id, ScoringRunRow.release_number).where(
+        ScoringRunRow.status == QUEUED
+    )
     explicit = queued.where(ScoringRunRow.explicit.is_(True)).order_by(ScoringRunRow.created_at, ScoringRunRow.id)
-    if (model_id := session.scalars(explicit.limit(1)).first()) is not None:
-        return model_id
+    if (row := session.execute(explicit.limit(1)).first()) is not None:
+        return BatchKey(*row)
+    last_job = select(ScoringJobRow.release_number).order_by(ScoringJobRow.created_at.desc(), ScoringJobRow.id)
+    last = session.execute(last_job.limit(1)).first()
+    last_was_personal = last is not None and last.release_number is None
+    for shared in (last_was_personal, not last_was_personal):
+        if (key := _next_background(session, shared)) is not None:
+            return key
+    return None
+
+
+def _next_background(session: Session, shared: bool) -> BatchKey | None:
+    """The personal (or shared) background runs to serve next: the owner whose last batch of that kind started
+    longest ago, or never, then its oldest queued run."""
+    kind = ScoringRunRow.release_number.is_not(None) if shared else ScoringRunRow.release_number.is_(None)
+    job_kind = ScoringJobRow.release_number.is_not(None) if shared else ScoringJobRow.release_number.is_(None)
     waiting = (
         select(
-            ScoringRunRow.reward_model_id, ScoringRunRow.owner_id, func.min(ScoringRunRow.created_at).label("oldest")
+            ScoringRunRow.reward_model_id,
+            ScoringRunRow.owner_id,
+            ScoringRunRow.release_number,
+            func.min(ScoringRunRow.created_at).label("oldest"),
         )
-        .where(ScoringRunRow.status == QUEUED)
-        .group_by(ScoringRunRow.reward_model_id, ScoringRunRow.owner_id)
+        .where(ScoringRunRow.status == QUEUED, kind)
+        .group_by(ScoringRunRow.reward_model_id, ScoringRunRow.owner_id, ScoringRunRow.release_number)
         .subquery()
     )
     served = (
         select(ScoringJobRow.owner_id, func.max(ScoringJobRow.created_at).label("last_served"))
+        .where(job_kind)
         .group_by(ScoringJobRow.owner_id)
         .subquery()
     )
     query = (
-        select(waiting.c.reward_model_id)
+        select(waiting.c.reward_model_id, waiting.c.owner_id, waiting.c.release_number)
         .outerjoin(served, served.c.owner_id == waiting.c.owner_id)
         .order_by(served.c.last_served.asc().nulls_first(), waiting.c.oldest, waiting.c.reward_model_id)
     )
-    return session.scalars(query.limit(1)).first()
+    row = session.execute(query.limit(1)).first()
+    return None if row is None else BatchKey(*row)
 
 
-def queued_runs(session: Session, model_id: str, limit: int) -> list[ScoringRunRow]:
-    """Up to `limit` queued runs of one model, explicit ones first, at most one per trace."""
+def queued_runs(session: Session, key: BatchKey, limit: int) -> list[ScoringRunRow]:
+    """Up to `limit` queued runs of one model for one owner, explicit ones first, at most one per trace; a
+    personal model's oldest first, a release's newest first (its backfill queues traces in the order ingest
+    last changed them, and a trace imported meanwhile goes before that backlog)."""
+    queued_at = ScoringRunRow.created_at if key.release_number is None else ScoringRunRow.created_at.desc()
     rows = session.scalars(
         select(ScoringRunRow)
-        .where(ScoringRunRow.status == QUEUED, ScoringRunRow.reward_model_id == model_id)
-        .order_by(ScoringRunRow.explicit.desc(), ScoringRunRow.created_at, ScoringRunRow.id)
+        .where(
+            ScoringRunRow.status == QUEUED,
+            ScoringRunRow.reward_model_id == key.model_id,
+            ScoringRunRow.owner_id == key.owner_id,
+        )
+        .order_by(ScoringRunRow.explicit.desc(), queued_at, ScoringRunRow.id)
         .limit(limit * 4)
     )
     by_trace: dict[str, ScoringRunRow] = {}
@@ -409,12 +501,18 @@ def queued_runs(session: Session, model_id: str, limit: int) -> list[ScoringRunR
 
 
 def open_job(
-    session: Session, owner_id: str, model_id: str, slot: int, run_ids: Sequence[str], lease: timedelta
+    session: Session, key: BatchKey, slot: int, run_ids: Sequence[str], lease: timedelta
 ) -> ScoringJobRow | None:
     """Claim queued runs into a new job on `slot`, leased for `lease`; None when another claimer took them all."""
     now = utc_now()
     job = ScoringJobRow(
-        id=new_id(), owner_id=owner_id, reward_model_id=model_id, slot=slot, created_at=now, lease_until=now + lease
+        id=new_id(),
+        owner_id=key.owner_id,
+        reward_model_id=key.model_id,
+        release_number=key.release_number,
+        slot=slot,
+        created_at=now,
+        lease_until=now + lease,
     )
     session.add(job)
     session.flush()
@@ -432,9 +530,13 @@ def open_job(
 
 
 def job_runs(session: Session, job_id: str) -> list[ScoringRunRow]:
-    """The runs still running in a job, explicit ones first."""
+    """The runs still running in a job in the order they were claimed: explicit ones first, then a personal
+    model's oldest first, a release's newest first."""
     query = select(ScoringRunRow).where(ScoringRunRow.job_id == job_id, ScoringRunRow.status == RUNNING)
-    return list(session.scalars(query.order_by(ScoringRunRow.explicit.desc(), ScoringRunRow.created_at)))
+    rows = list(session.scalars(query.order_by(ScoringRunRow.explicit.desc(), ScoringRunRow.created_at)))
+    if rows and rows[0].release_number is not None:
+        rows.sort(key=lambda row: row.created_at, reverse=True)  # a release's runs are never explicit
+    return rows
 
 
 def finish_job(session: Session, job_id: str, exit_code: int | None, unreported_error: str) -> list[str]:
@@ -507,6 +609,7 @@ def replace_scores(
         "trace_revision": run.trace_revision,
         "scoring_run_id": run.id,
         "created_at": now,
+        "release_number": run.release_number,
     }
     session.add_all(
         ActionScoreRow(
@@ -524,14 +627,21 @@ def _of(table: type[ActionScoreRow] | type[TraceScoreRow], model_id: str, trace_
 
 
 def trace_scores(session: Session, owner_id: str, trace_id: str) -> list[TraceScoreRow]:
-    """The owner's trace score from each model, by model name."""
-    query = select(TraceScoreRow).where(TraceScoreRow.owner_id == owner_id, TraceScoreRow.trace_id == trace_id)
+    """The owner's trace score from each of the owner's models, by model name."""
+    query = select(TraceScoreRow).where(
+        TraceScoreRow.owner_id == owner_id, TraceScoreRow.trace_id == trace_id, TraceScoreRow.release_number.is_(None)
+    )
     return list(session.scalars(query.order_by(TraceScoreRow.reward_model_name, TraceScoreRow.reward_model_id)))
 
 
 def action_scores(session: Session, owner_id: str, trace_id: str, model_id: str | None) -> list[ActionScoreRow]:
-    """The owner's action scores of a trace (from one model), by model name, then in step order."""
-    query = select(ActionScoreRow).where(ActionScoreRow.owner_id == owner_id, ActionScoreRow.trace_id == trace_id)
+    """The owner's action scores of a trace from the owner's models (or one of them), by model name, then in step
+    order."""
+    query = select(ActionScoreRow).where(
+        ActionScoreRow.owner_id == owner_id,
+        ActionScoreRow.trace_id == trace_id,
+        ActionScoreRow.release_number.is_(None),
+    )
     if model_id is not None:
         query = query.where(ActionScoreRow.reward_model_id == model_id)
     order = (ActionScoreRow.reward_model_name, ActionScoreRow.reward_model_id, ActionScoreRow.step_index)
@@ -539,8 +649,12 @@ def action_scores(session: Session, owner_id: str, trace_id: str, model_id: str 
 
 
 def latest_trace_scores(session: Session, owner_id: str, trace_ids: Sequence[str]) -> dict[str, TraceScoreRow]:
-    """The newest trace score of each listed trace that has one."""
-    query = select(TraceScoreRow).where(TraceScoreRow.owner_id == owner_id, TraceScoreRow.trace_id.in_(trace_ids))
+    """The newest trace score from the owner's models of each listed trace that has one."""
+    query = select(TraceScoreRow).where(
+        TraceScoreRow.owner_id == owner_id,
+        TraceScoreRow.trace_id.in_(trace_ids),
+        TraceScoreRow.release_number.is_(None),
+    )
     latest: dict[str, TraceScoreRow] = {}
     for row in session.scalars(query.order_by(TraceScoreRow.created_at.desc(), TraceScoreRow.reward_model_id)):
         latest.setdefault(row.trace_id, row)
@@ -572,6 +686,14 @@ def forget_trace(session: Session, owner_id: str, trace_id: str) -> None:
     """Drop everything the scorer keeps about a deleted trace."""
     for table in (ActionScoreRow, TraceScoreRow, ScoringRunRow, PendingChangeRow):
         session.execute(delete(table).where(table.owner_id == owner_id, table.trace_id == trace_id))
+    touch_owner(session, owner_id)
+
+
+def forget_model(session: Session, owner_id: str, model_id: str) -> None:
+    """Drop everything the scorer keeps about a deleted model of the owner: its scores, runs and readiness."""
+    for table in (ActionScoreRow, TraceScoreRow, ScoringRunRow):
+        session.execute(delete(table).where(table.owner_id == owner_id, table.reward_model_id == model_id))
+    session.execute(delete(ScoringModelRow).where(ScoringModelRow.owner_id == owner_id, ScoringModelRow.id == model_id))
     touch_owner(session, owner_id)
 
 
@@ -610,6 +732,11 @@ def remember_model(
     return row
 
 
+def note_training_job(session: Session, model_id: str, job_key: str) -> None:
+    """Remember which training job left the model's checkpoint."""
+    session.execute(update(ScoringModelRow).where(ScoringModelRow.id == model_id).values(training_job_key=job_key))
+
+
 def ready_action_models(session: Session, owner_id: str) -> list[ScoringModelRow]:
     """The owner's models that score actions."""
     query = select(ScoringModelRow).where(ScoringModelRow.owner_id == owner_id, ScoringModelRow.scores_actions)
@@ -625,6 +752,138 @@ def models_to_backfill(session: Session) -> list[ScoringModelRow]:
 def request_backfill(session: Session, model_id: str) -> None:
     """Have the sweep queue every trace of the model's owner again (those it has not scored yet)."""
     session.execute(update(ScoringModelRow).where(ScoringModelRow.id == model_id).values(backfilled_at=None))
+
+
+# --- the shared evaluator's releases ------------------------------------------------------------------
+
+
+def find_release(session: Session, number: int) -> EvaluatorReleaseRow | None:
+    """Release `number`, if it was ever published."""
+    return session.get(EvaluatorReleaseRow, number)
+
+
+def current_release(session: Session) -> EvaluatorReleaseRow | None:
+    """The release published (or rolled back to) last; None before the first."""
+    query = select(EvaluatorReleaseRow).order_by(
+        EvaluatorReleaseRow.released_at.desc(), EvaluatorReleaseRow.number.desc()
+    )
+    return session.scalars(query.limit(1)).first()
+
+
+def release_order(session: Session) -> dict[int, int]:
+    """Release number → rank, 0 for the current one, then the others from the most recently current."""
+    query = select(EvaluatorReleaseRow.number).order_by(
+        EvaluatorReleaseRow.released_at.desc(), EvaluatorReleaseRow.number.desc()
+    )
+    return {number: rank for rank, number in enumerate(session.scalars(query))}
+
+
+def checkpoint_of_training_job(session: Session, job_key: str) -> str | None:
+    """The checkpoint archive of the personal model whose training job was `job_key`, if the scorer knows it."""
+    query = select(ScoringModelRow.artifact_key).where(ScoringModelRow.training_job_key == job_key)
+    return session.scalars(query.limit(1)).first()
+
+
+def retire_release_runs(session: Session, keep_number: int) -> int:
+    """Delete the queued runs of every release but `keep_number`, and leave their failed runs unretried (nothing
+    scores with a superseded release); returns how many were deleted."""
+    superseded = (ScoringRunRow.release_number.is_not(None), ScoringRunRow.release_number != keep_number)
+    session.execute(update(ScoringRunRow).where(ScoringRunRow.status == FAILED, *superseded).values(permanent=True))
+    return _changed(session, delete(ScoringRunRow).where(ScoringRunRow.status == QUEUED, *superseded))
+
+
+def new_release_run(release: EvaluatorReleaseRow, owner_id: str, trace_id: str, revision: int) -> ScoringRunRow:
+    """A background run of `release` on one revision of one owner's trace."""
+    return ScoringRunRow(
+        id=new_id(),
+        owner_id=owner_id,
+        trace_id=trace_id,
+        trace_revision=revision,
+        reward_model_id=release.model_id,
+        reward_model_name=release.name,
+        artifact_key=release.artifact_key,
+        release_number=release.number,
+        status=QUEUED,
+        explicit=False,
+        attempts=0,
+        permanent=False,
+        created_at=utc_now(),
+    )
+
+
+def release_to_backfill(session: Session) -> EvaluatorReleaseRow | None:
+    """The current release while its backfill has not queued every trace yet."""
+    release = current_release(session)
+    return release if release is not None and release.backfilled_at is None else None
+
+
+def finish_release_backfill(session: Session, number: int) -> None:
+    """Mark release `number`'s backfill as done (it holds until the release becomes current again)."""
+    session.execute(
+        update(EvaluatorReleaseRow).where(EvaluatorReleaseRow.number == number).values(backfilled_at=utc_now())
+    )
+
+
+@dataclass(frozen=True)
+class SharedScores:
+    """What one release published for one trace: its trace score (if any) and its action scores in step order."""
+
+    release_number: int
+    trace_score: TraceScoreRow | None
+    actions: tuple[ActionScoreRow, ...]
+
+    @property
+    def scored_at(self) -> datetime:
+        """When the release published them (one run publishes a trace's scores together)."""
+        return self.trace_score.created_at if self.trace_score is not None else self.actions[0].created_at
+
+    @property
+    def trace_revision(self) -> int:
+        """The trace revision scored."""
+        return self.trace_score.trace_revision if self.trace_score is not None else self.actions[0].trace_revision
+
+
+def shown_shared_scores(
+    session: Session, owner_id: str, trace_ids: Sequence[str], with_actions: bool
+) -> dict[str, SharedScores]:
+    """Per trace, the scores of the current release when it scored the trace, else of the release most recently
+    current that did; traces no release scored are absent. Action scores only `with_actions`."""
+    order = release_order(session)
+    traces = _shared_rows(session, TraceScoreRow, owner_id, trace_ids)
+    actions = _shared_rows(session, ActionScoreRow, owner_id, trace_ids) if with_actions else {}
+    shown: dict[str, SharedScores] = {}
+    for trace_id in trace_ids:
+        scored = {number for (trace, number) in (*traces, *actions) if trace == trace_id}
+        if not scored:
+            continue
+        number = min(scored, key=lambda item: order.get(item, len(order)))
+        key = (trace_id, number)
+        trace_score = traces[key][0] if key in traces else None
+        action_rows = sorted(actions.get(key, []), key=lambda row: row.step_index)
+        shown[trace_id] = SharedScores(number, trace_score, tuple(action_rows))
+    return shown
+
+
+def _shared_rows(
+    session: Session, table: type[ActionScoreRow] | type[TraceScoreRow], owner_id: str, trace_ids: Sequence[str]
+) -> dict[tuple[str, int], list[Any]]:
+    query = select(table).where(
+        table.owner_id == owner_id, table.trace_id.in_(trace_ids), table.release_number.is_not(None)
+    )
+    rows: dict[tuple[str, int], list[Any]] = {}
+    for row in session.scalars(query):
+        rows.setdefault((row.trace_id, row.release_number), []).append(row)  # type: ignore[attr-defined]
+    return rows
+
+
+def latest_release_run(session: Session, owner_id: str, trace_id: str, number: int) -> ScoringRunRow | None:
+    """The newest run of release `number` on the owner's trace."""
+    query = select(ScoringRunRow).where(
+        ScoringRunRow.owner_id == owner_id,
+        ScoringRunRow.trace_id == trace_id,
+        ScoringRunRow.release_number == number,
+    )
+    return session.scalars(query.order_by(ScoringRunRow.created_at.desc()).limit(1)).first()
 
 
 # --- the background sweep ----------------------------------------------------------------------------

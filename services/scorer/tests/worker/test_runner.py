@@ -158,7 +158,7 @@ def test_the_command_line_scores_a_job_in_its_own_process(
     directory = job_dir()
 
     done = subprocess.run(
-        [sys.executable, "-m", "stash_scorer.worker", str(directory)],
+        [sys.executable, "-m", "stash_common.jobs.worker", "score", str(directory)],
         capture_output=True,
         text=True,
         timeout=240,
@@ -168,15 +168,6 @@ def test_the_command_line_scores_a_job_in_its_own_process(
     assert done.returncode == 0, done.stderr
     assert {report.status for report in scorer.servicer.reports} == {SUCCEEDED}
     assert "action_count" in result_of(directory)
-
-
-def test_the_command_line_needs_one_existing_job_directory(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "stash_scorer.worker", str(tmp_path / "absent")], capture_output=True, text=True
-    )
-
-    assert done.returncode == 2
-    assert "usage: python -m stash_scorer.worker --job <job key> | <job_dir>" in done.stderr
 
 
 def test_an_invalid_job_file_fails_with_the_field(tmp_path: Path) -> None:

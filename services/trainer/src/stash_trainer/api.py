@@ -7,28 +7,31 @@ the same training metric keys as a local job's `result.json`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 import grpc
 import orjson
+import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash.rm.v1 import common_pb2, trainer_pb2, trainer_pb2_grpc
 from stash_common.db import transaction, utc_now
 from stash_common.errors import InvalidArgument, NotFound
+from stash_common.jobs import lifecycle as job_lifecycle
 from stash_common.messages import JOB_STATUSES, json_of, struct_of, timestamp_of
 from stash_common.requests import owner_of
 from stash_common.storage import ObjectStore
 from stash_common.training_metrics import check_training_metrics
 from stash_trainer import store
-from stash_trainer.clients import TraceClient
-from stash_trainer.jobs import Dispatcher, archive_key
-from stash_trainer.pairs.automatic import parse_training_config
-from stash_trainer.pairs.dataset import DEFAULT_MAX_PAIRS, MIN_PAIRS
-from stash_trainer.pairs.preference import export_line
+from stash_trainer.clients import ScoreClient, TraceClient
+from stash_trainer.dispatcher import Dispatcher, archive_key
+from stash_trainer.pairs.automatic import recorded_training_config
+from stash_trainer.pairs.dataset import DEFAULT_MAX_PAIRS, MIN_PAIRS, MIN_TRACES
+from stash_trainer.pairs.preference import export_line, unmarked
 
+log = structlog.get_logger()
 WEIGHTS_URL_TTL = timedelta(minutes=5)
 MAX_TRACES = 10_000
 MAX_EPOCHS = 50
@@ -53,6 +56,7 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
         self,
         sessions: sessionmaker[Session],
         traces: TraceClient,
+        scores: ScoreClient,
         objects: ObjectStore,
         dispatcher: Dispatcher,
         default_base_model: str,
@@ -60,6 +64,7 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
     ) -> None:
         self.sessions = sessions
         self.traces = traces
+        self.scores = scores
         self.objects = objects
         self.dispatcher = dispatcher
         self.default_base_model = default_base_model
@@ -83,9 +88,11 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
     def ListRewardModels(
         self, request: trainer_pb2.ListRewardModelsRequest, context: grpc.ServicerContext
     ) -> trainer_pb2.ListRewardModelsResponse:
-        """The owner's models, newest first."""
+        """The owner's models, newest first; with `trace_id`, only those trained on that trace."""
+        trace_id = request.trace_id if request.HasField("trace_id") else None
         with transaction(self.sessions) as session:
-            models = [model_to_proto(row) for row in store.list_models(session, owner_of(request))]
+            rows = store.list_models(session, owner_of(request))
+            models = [model_to_proto(row) for row in rows if trace_id is None or trace_id in row.trace_ids]
         return trainer_pb2.ListRewardModelsResponse(reward_models=models)
 
     def GetRewardModel(
@@ -97,6 +104,7 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
             detail = trainer_pb2.RewardModelDetail(reward_model=model_to_proto(row), trace_ids=list(row.trace_ids))
             if row.feedback is not None:
                 detail.feedback.CopyFrom(trainer_pb2.FeedbackReport(findings=[_finding(item) for item in row.feedback]))
+                detail.feedback_from_earlier_attempt = store.feedback_from_earlier_attempt(row)
         return trainer_pb2.GetRewardModelResponse(reward_model=detail)
 
     def RetryRewardModel(
@@ -108,6 +116,23 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
             message = model_to_proto(row)
         self.dispatcher.wake()
         return trainer_pb2.RetryRewardModelResponse(reward_model=message)
+
+    def DeleteRewardModel(
+        self, request: trainer_pb2.DeleteRewardModelRequest, context: grpc.ServicerContext
+    ) -> trainer_pb2.DeleteRewardModelResponse:
+        """Delete a model that is not training: its learned scores (the scorer), its checkpoint, then its row and
+        pairs, so a failure part way leaves the model listed and the delete can be repeated. A model that is
+        queued or running is refused (FAILED_PRECONDITION), not cancelled."""
+        owner_id, model_id = owner_of(request), request.reward_model_id
+        with transaction(self.sessions) as session:
+            artifact_key = store.deletable_model(session, owner_id, model_id).artifact_key
+        self.scores.forget_reward_model(owner_id, model_id)
+        if artifact_key is not None:
+            self.objects.delete(artifact_key)
+        with transaction(self.sessions) as session:
+            store.delete_model(session, owner_id, model_id)
+        log.info("reward model deleted", reward_model_id=model_id)
+        return trainer_pb2.DeleteRewardModelResponse()
 
     def GetWeightsUrl(
         self, request: trainer_pb2.GetWeightsUrlRequest, context: grpc.ServicerContext
@@ -135,7 +160,7 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
             if model_id is not None:
                 store.find_model(session, owner_id, model_id)
             rows = store.exported_pairs(session, owner_id, model_id)
-            pairs = [row.pair if request.with_evidence else export_line(row.pair) for row in rows]
+            pairs = [unmarked(row.pair) if request.with_evidence else export_line(row.pair) for row in rows]
             lines = [orjson.dumps(pair) + b"\n" for pair in pairs]
         chunk = b""
         for line in lines:
@@ -158,25 +183,27 @@ class TrainerServicer(trainer_pb2_grpc.TrainerServiceServicer):
     def CompleteJob(
         self, request: trainer_pb2.CompleteJobRequest, context: grpc.ServicerContext
     ) -> trainer_pb2.CompleteJobResponse:
-        """Record how a worker's job ended (metrics and checkpoint, or the error); a success publishes its scores."""
+        """Record how a worker's job ended (metrics and checkpoint, or the error); a repeated report changes nothing.
+
+        The job's scores stay in object storage: once the worker has ended, the dispatcher tells the scorer
+        their key (`Dispatcher.job_ended`).
+        """
         succeeded = request.status == common_pb2.JOB_STATUS_SUCCEEDED
         if succeeded:
             self._check_success(request)
         elif request.status != common_pb2.JOB_STATUS_FAILED:
             raise InvalidArgument("status", "must be JOB_STATUS_SUCCEEDED or JOB_STATUS_FAILED")
         with transaction(self.sessions) as session:
-            row = _reporting_job(session, request)
-            if succeeded:
+            model = store.find_model(session, owner_of(request), request.reward_model_id)
+            row = store.completing_job(session, request.reward_model_id, request.job_id)
+            if row is not None and succeeded:
                 row.metrics, row.artifact_key = json_of(request.metrics), request.artifact_key
                 row.progress = {**row.progress, "stage": "done"}
                 store.finish(row, store.SUCCEEDED)
-            else:
+            elif row is not None:
                 row.progress = {**row.progress, "stage": "failed"}
                 store.finish(row, store.FAILED, request.error or "the training job failed")
-            message = model_to_proto(row)
-        if succeeded:
-            self.dispatcher.publish_job_scores(owner_of(request), request.reward_model_id, request.job_id)
-        return trainer_pb2.CompleteJobResponse(reward_model=message)
+            return trainer_pb2.CompleteJobResponse(reward_model=model_to_proto(model))
 
     def _check_success(self, request: trainer_pb2.CompleteJobRequest) -> None:
         """A success reports the shared metric keys and the model's own checkpoint archive, already stored."""
@@ -197,14 +224,11 @@ def model_from_request(
     name = request.name.strip()
     if not 1 <= len(name) <= 200:
         raise InvalidArgument("name", "must be 1 to 200 characters")
-    trace_ids = list(dict.fromkeys(request.trace_ids))
-    if not 1 <= len(trace_ids) <= MAX_TRACES:
-        raise InvalidArgument("trace_ids", f"select 1 to {MAX_TRACES} traces")
+    trace_ids = _selected_traces(request.trace_ids)
     epochs = _bounded("epochs", request.epochs if request.HasField("epochs") else 1, 1, MAX_EPOCHS)
     max_pairs = request.max_pairs if request.HasField("max_pairs") else DEFAULT_MAX_PAIRS
     _bounded("max_pairs", max_pairs, MIN_PAIRS, MAX_PAIRS_LIMIT)
-    config = json_of(request.training_config) if request.HasField("training_config") else {}
-    parse_training_config(config or None)
+    config = recorded_training_config(json_of(request.training_config) if request.HasField("training_config") else None)
     base_model = request.base_model.strip() if request.HasField("base_model") else default_base_model
     if not base_model:
         raise InvalidArgument("base_model", "must name a model (a local path, a hub id or the packaged model)")
@@ -222,15 +246,22 @@ def model_from_request(
     )
 
 
+def _selected_traces(trace_ids: Sequence[str]) -> list[str]:
+    """The distinct selected traces: at least two, since evaluation holds out whole traces."""
+    distinct = list(dict.fromkeys(trace_ids))
+    if not MIN_TRACES <= len(distinct) <= MAX_TRACES:
+        reason = "evaluation holds out whole traces, so training needs at least two"
+        raise InvalidArgument("trace_ids", f"select {MIN_TRACES} to {MAX_TRACES} traces, not {len(distinct)}: {reason}")
+    return distinct
+
+
 def _bounded(field: str, value: int, low: int, high: int) -> int:
     if not low <= value <= high:
         raise InvalidArgument(field, f"must be {low} to {high}")
     return value
 
 
-def _reporting_job(
-    session: Session, request: trainer_pb2.ReportJobProgressRequest | trainer_pb2.CompleteJobRequest
-) -> store.RewardModelRow:
+def _reporting_job(session: Session, request: trainer_pb2.ReportJobProgressRequest) -> store.RewardModelRow:
     """The running model a remote worker reports on; another owner's model is not found, before its state is told."""
     store.find_model(session, owner_of(request), request.reward_model_id)
     return store.running_job(session, request.reward_model_id, request.job_id)
@@ -256,6 +287,7 @@ def model_to_proto(row: store.RewardModelRow) -> trainer_pb2.RewardModel:
         training_config=struct_of(row.training_config or {}),
         progress=struct_of({key: value for key, value in (row.progress or {}).items() if key != "job_dir"}),
         artifact_key=row.artifact_key,
+        retryable=job_lifecycle.retryable(row),
     )
 
 
@@ -268,10 +300,13 @@ def _finding(item: Mapping[str, Any]) -> trainer_pb2.FeedbackFinding:
         source=_SOURCES.get(item.get("source") or "", trainer_pb2.FEEDBACK_SOURCE_UNSPECIFIED),
         evidence_id=item.get("evidence_id"),
         evidence_quote=item.get("evidence_quote"),
+        evidence_author=item.get("evidence_author"),
         reason=item.get("reason") or "",
         classifier_model=item.get("classifier_model") or "",
         included_in_training=bool(item.get("included_in_training")),
         tool_name=item.get("tool_name"),
         original_action=item.get("original_action"),
         alternative_action=item.get("alternative_action"),
+        pair_exclusion=item.get("pair_exclusion") or None,
+        included_in_evaluation=item.get("included_in_evaluation"),
     )

@@ -1,7 +1,7 @@
 """The trainer's clients of ingest, the labeler and the scorer: their messages meet the trainer's dataclasses here.
 
 Pair building and the job policy see only `SourceTrace`, `Annotation` and `StepCredit`
-(`pairs/inputs.py`) and `TrainingScores` (`jobs.py`), never a `stash.rm.v1` message or a gRPC error:
+(`pairs/inputs.py`) and `PublishedScores` (`dispatcher.py`), never a `stash.rm.v1` message or a gRPC error:
 this module is the edge where one becomes the other. A failed read becomes `Unavailable` naming the
 peer's status, so the dispatcher can record it as the model's error and the servicer can answer with
 it. A failed publication becomes the `stash_common.errors` type of its status (`Unavailable` when the
@@ -11,7 +11,7 @@ scorer is out of reach), so the dispatcher can tell an outage from a refusal in 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 import grpc
@@ -29,7 +29,9 @@ from stash_common.channels import peer_error
 from stash_common.errors import InvalidArgument, Unavailable
 from stash_common.step_messages import step_from_proto
 from stash_common.steps import TraceStep
-from stash_trainer.jobs import PublishedScores, TrainingScores
+from stash_trainer.dispatcher import PublishedScores
+from stash_trainer.evaluator.consent import Scope
+from stash_trainer.evaluator.corpus import ConsentedTrace
 from stash_trainer.pairs.inputs import Annotation, SourceTrace, StepCredit
 
 LIST_TIMEOUT_S = 30
@@ -73,19 +75,53 @@ class TraceClient:
                     break
         return next((trace_id for trace_id in trace_ids if trace_id not in owned), None)
 
+    def consented_traces(self, scope: Scope) -> list[ConsentedTrace]:
+        """The traces of `scope.owner_id` that the scope covers, asked for only by that owner and source."""
+        sources = [None] if scope.source_ids is None else sorted(scope.source_ids)
+        summaries = [summary for source_id in sources for summary in self._summaries(scope.owner_id, source_id)]
+        return [
+            ConsentedTrace(
+                scope.owner_id,
+                summary.source_id,
+                summary.source_format,
+                self.source_trace(scope.owner_id, summary.id),
+            )
+            for summary in summaries
+            if summary.source_owner_id == scope.owner_id and scope.covers(scope.owner_id, summary.source_id)
+        ]
+
+    def owned_sources(self, owner_id: str) -> set[str]:
+        """The ids of the sources the owner owns (not those shared with it)."""
+        with _reading("the account's sources"):
+            listed = self.ingest.ListTraceSources(
+                ingest_pb2.ListTraceSourcesRequest(owner_id=owner_id), timeout=READ_TIMEOUT_S
+            )
+        return {source.source_id for source in listed.sources if source.owner_id == owner_id}
+
+    def _summaries(self, owner_id: str, source_id: str | None) -> list[common_pb2.TraceSummary]:
+        request = ingest_pb2.ListTracesRequest(owner_id=owner_id, page=common_pb2.PageRequest(limit=LIST_PAGE_LIMIT))
+        if source_id is not None:
+            request.source_id = source_id
+        summaries: list[common_pb2.TraceSummary] = []
+        with _reading("the consented traces"):
+            while True:
+                page = self.ingest.ListTraces(request, timeout=LIST_TIMEOUT_S)
+                summaries.extend(page.traces)
+                request.page.offset += len(page.traces)
+                if not page.traces or request.page.offset >= page.page_info.total:
+                    return summaries
+
 
 class ScoreClient:
-    """Hands the scorer the scores a succeeded training job computed for its selected traces."""
+    """Tells the scorer where a succeeded training job's scores are, and when a model is deleted."""
 
     def __init__(self, scorer: scorer_pb2_grpc.ScorerServiceStub) -> None:
         self.scorer = scorer
 
-    def publish_training_scores(
-        self, owner_id: str, reward_model_id: str, traces: Sequence[TrainingScores]
-    ) -> PublishedScores:
-        """Publish the scores, which also tells the scorer that the model is ready for background scoring."""
+    def publish_training_scores(self, owner_id: str, reward_model_id: str, job_key: str) -> PublishedScores:
+        """Have the scorer publish the scores stored under the training job's key (the model is ready then)."""
         request = scorer_pb2.PublishTrainingScoresRequest(
-            owner_id=owner_id, reward_model_id=reward_model_id, traces=[training_scores_to_proto(t) for t in traces]
+            owner_id=owner_id, reward_model_id=reward_model_id, job_key=job_key
         )
         try:
             response = self.scorer.PublishTrainingScores(request, timeout=PUBLISH_TIMEOUT_S)
@@ -93,18 +129,13 @@ class ScoreClient:
             raise peer_error("the scorer", error) from error
         return PublishedScores(published=response.published_traces, rejected=response.rejected_traces)
 
-
-def training_scores_to_proto(scores: TrainingScores) -> scorer_pb2.TrainingTraceScores:
-    """One trace's training scores as a `stash.rm.v1.TrainingTraceScores`."""
-    return scorer_pb2.TrainingTraceScores(
-        trace_id=scores.trace_id,
-        trace_revision=scores.trace_revision,
-        trace_score=scores.trace_score,
-        action_scores=[
-            scorer_pb2.ActionScoreResult(step_id=action.step_id, score=action.score, credit=action.credit)
-            for action in scores.action_scores
-        ],
-    )
+    def forget_reward_model(self, owner_id: str, reward_model_id: str) -> None:
+        """Have the scorer drop the model's scores and runs; `Unavailable` while it is out of reach."""
+        request = scorer_pb2.ForgetRewardModelRequest(owner_id=owner_id, reward_model_id=reward_model_id)
+        try:
+            self.scorer.ForgetRewardModel(request, timeout=PUBLISH_TIMEOUT_S)
+        except grpc.RpcError as error:
+            raise peer_error("the scorer", error) from error
 
 
 @contextmanager
@@ -125,6 +156,8 @@ def annotation_from_proto(message: common_pb2.Annotation) -> Annotation:
         comment=message.comment if message.HasField("comment") else None,
         label_error=message.label_error,
         author_id=message.author_id,
+        quote=message.quote.text if message.HasField("quote") else None,
+        author_name=message.author_name,
     )
 
 

@@ -7,31 +7,30 @@ from datetime import timedelta
 
 import grpc
 
-from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2_grpc, scorer_pb2_grpc, trainer_pb2, trainer_pb2_grpc
+from stash.rm.v1 import (
+    evaluator_pb2,
+    evaluator_pb2_grpc,
+    ingest_pb2_grpc,
+    labeler_pb2_grpc,
+    scorer_pb2_grpc,
+    trainer_pb2,
+    trainer_pb2_grpc,
+)
 from stash_common.channels import peer_channel
 from stash_common.coordination import make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
-from stash_common.launcher import make_launcher
+from stash_common.jobs.launchers import make_launcher
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
 from stash_common.storage import make_object_store
 from stash_trainer.api import TrainerServicer
 from stash_trainer.clients import ScoreClient, TraceClient
-from stash_trainer.jobs import WORKER_MODULE, Dispatcher, JobSettings
-from stash_trainer.pairs.feedback import FeedbackExtractor
+from stash_trainer.dispatcher import Dispatcher, JobSettings
+from stash_trainer.evaluator_api import EvaluatorServicer
+from stash_trainer.pairs.feedback import make_extractor
 from stash_trainer.settings import TrainerSettings
 from stash_trainer.store import MIGRATIONS_DIR
-
-
-def make_extractor(settings: TrainerSettings) -> FeedbackExtractor | None:
-    """The feedback classifier when an OpenAI key is configured."""
-    if not settings.openai_api_key:
-        return None
-    import openai
-
-    client = openai.OpenAI(api_key=settings.openai_api_key, base_url=settings.openai_base_url)
-    return FeedbackExtractor(client, settings.feedback_model)
 
 
 def job_settings(settings: TrainerSettings) -> JobSettings:
@@ -52,8 +51,8 @@ def main() -> None:
     """Run the trainer service until SIGTERM or SIGINT."""
     settings = load(TrainerSettings)
     configure_logging("trainer", settings.log_level)
-    upgrade("trainer", MIGRATIONS_DIR, settings.database_url)
-    sessions = make_sessions(make_engine(settings.database_url))
+    engine = make_engine(settings.database_url)
+    sessions = make_sessions(engine)
     traces = TraceClient(
         ingest_pb2_grpc.IngestServiceStub(peer_channel(settings, "ingest")),
         labeler_pb2_grpc.LabelerServiceStub(peer_channel(settings, "labeler")),
@@ -73,16 +72,24 @@ def main() -> None:
         traces,
         scores,
         objects,
-        make_launcher(settings.launcher, WORKER_MODULE, settings.artifact_dir),
+        make_launcher(settings.launcher, settings.artifact_dir),
         wakeups,
         job_settings(settings),
         make_extractor(settings),
     )
-    servicer = TrainerServicer(sessions, traces, objects, dispatcher, settings.base_model, settings.launcher)
+    servicer = TrainerServicer(sessions, traces, scores, objects, dispatcher, settings.base_model, settings.launcher)
+    evaluator = EvaluatorServicer(sessions, traces, objects)
 
     def register(server: grpc.Server) -> Sequence[str]:
         trainer_pb2_grpc.add_TrainerServiceServicer_to_server(servicer, server)
-        return [trainer_pb2.DESCRIPTOR.services_by_name["TrainerService"].full_name]
+        evaluator_pb2_grpc.add_EvaluatorServiceServicer_to_server(evaluator, server)
+        return [
+            trainer_pb2.DESCRIPTOR.services_by_name["TrainerService"].full_name,
+            evaluator_pb2.DESCRIPTOR.services_by_name["EvaluatorService"].full_name,
+        ]
 
-    dispatcher.start()
-    serve("trainer", register, settings.host, settings.port, on_stop=dispatcher.stop)
+    def prepare() -> None:
+        upgrade("trainer", MIGRATIONS_DIR, settings.database_url)
+        dispatcher.start()
+
+    serve(settings, settings.port, register, engine, on_stop=dispatcher.stop, prepare=prepare)

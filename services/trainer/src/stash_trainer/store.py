@@ -1,6 +1,6 @@
 """The tables the trainer owns: reward models with their lifecycle, and the pairs each one trained on.
 
-A model moves queued → running → succeeded | failed (`stash_common.job_lifecycle`): only a queued
+A model moves queued → running → succeeded | failed (`stash_common.jobs.lifecycle`): only a queued
 model can be claimed, each claim gets a new `job_id`, and reports from an older launch are refused.
 A failed model can be queued again with the same id and traces.
 """
@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import JSON, Index, Integer, String, delete, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from stash_common import job_lifecycle
-from stash_common.job_lifecycle import FAILED, QUEUED, RUNNING, SUCCEEDED, JobColumns, finish
+from stash_common.jobs import lifecycle as job_lifecycle
+from stash_common.jobs.lifecycle import FAILED, QUEUED, RUNNING, SUCCEEDED, JobColumns, finish
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 __all__ = ["FAILED", "QUEUED", "RUNNING", "SUCCEEDED", "finish"]
@@ -47,8 +47,12 @@ class RewardModelRow(JobColumns, Base):
     trace_ids: Mapped[list[Any]] = mapped_column(JSON)
     num_pairs: Mapped[int | None] = mapped_column(Integer)
     metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    # Findings of the feedback extraction; None until extraction was recorded.
+    # Findings of the feedback extraction; None until extraction was recorded. A retry keeps the last report
+    # until its own extraction records a new one: `feedback_job_id` names the launch that recorded it.
     feedback: Mapped[list[Any] | None] = mapped_column(JSON)
+    feedback_job_id: Mapped[str | None] = mapped_column(String(36))
+    # Input version 3: the task groups held out for evaluation, drawn at the first launch; retries reuse them.
+    eval_task_groups: Mapped[list[Any] | None] = mapped_column(JSON)
     artifact_key: Mapped[str | None] = mapped_column(String(500))
 
 
@@ -84,15 +88,36 @@ def claim(session: Session, model_id: str) -> str | None:
 
 
 def retry(session: Session, owner_id: str, model_id: str) -> RewardModelRow:
-    """Queue a failed model again, keeping its id and traces."""
+    """Queue a failed model again, keeping its id, traces and last learning report (until a new one is recorded)."""
     row = job_lifecycle.requeue(session, RewardModelRow, owner_id, model_id, NOUN)
-    row.metrics, row.num_pairs, row.feedback, row.artifact_key = None, None, None, None
+    row.metrics, row.num_pairs, row.artifact_key = None, None, None
     return row
+
+
+def feedback_from_earlier_attempt(row: RewardModelRow) -> bool:
+    """Whether the recorded learning report is a previous launch's, kept while a retry has not recorded its own."""
+    return row.feedback is not None and row.feedback_job_id != row.job_id
+
+
+def deletable_model(session: Session, owner_id: str, model_id: str) -> RewardModelRow:
+    """The owner's model, unless it is queued or running (FailedPrecondition: it cannot be deleted yet)."""
+    return job_lifecycle.settled(find_model(session, owner_id, model_id), NOUN)
+
+
+def delete_model(session: Session, owner_id: str, model_id: str) -> None:
+    """Delete a model that is not training, with its recorded pairs."""
+    job_lifecycle.delete(session, RewardModelRow, owner_id, model_id, NOUN)
+    session.execute(delete(TrainingPairRow).where(TrainingPairRow.reward_model_id == model_id))
 
 
 def running_job(session: Session, model_id: str, job_id: str) -> RewardModelRow:
     """The running model of this launch; a report from a superseded or finished launch is refused."""
     return job_lifecycle.running_job(session, RewardModelRow, model_id, job_id, NOUN)
+
+
+def completing_job(session: Session, model_id: str, job_id: str) -> RewardModelRow | None:
+    """The running model this launch's completion settles; None when this launch settled it already."""
+    return job_lifecycle.completing_job(session, RewardModelRow, model_id, job_id, NOUN)
 
 
 def save_pairs(session: Session, row: RewardModelRow, pairs: Sequence[dict[str, Any]]) -> None:

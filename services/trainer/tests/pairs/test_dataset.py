@@ -69,7 +69,9 @@ def test_build_pairs_combines_explicit_and_automatic_pairs_explicit_first(make_t
 
     assert [pair.evidence["source"] for pair in dataset.pairs] == ["explicit"] + ["automatic"] * 3
     assert dataset.feedback is None
-    assert dataset.pairs[0].chosen == render_example(rated.steps, 6)
+    # Input version 3 pairs carry its section marks; what leaves the trainer is the plain text.
+    assert dataset.pairs[0].chosen == render_example(rated.steps, 6, sections=True)
+    assert json.loads(dataset.to_export_jsonl().splitlines()[0])["chosen"] == render_example(rated.steps, 6)
 
 
 def test_build_pairs_without_training_config_uses_no_automatic_credit(make_trace, support_specs) -> None:
@@ -148,8 +150,8 @@ def test_to_jsonl_writes_the_job_directory_shape(make_trace, support_specs) -> N
     (line,) = build_pairs([scored], AUTOMATIC).to_jsonl().splitlines()
 
     assert json.loads(line) == {
-        "chosen": render_example(scored.steps, 6),
-        "rejected": render_example(scored.steps, 4),
+        "chosen": render_example(scored.steps, 6, sections=True),
+        "rejected": render_example(scored.steps, 4, sections=True),
         "trace_ids": ["t2"],
         "granularity": "action",
         "action_type": "response",
@@ -225,6 +227,59 @@ def test_feedback_report_marks_findings_included_in_a_trainable_dataset(
     )
 
 
+def test_api_supplied_criteria_and_an_action_limit_shape_what_ai_preference_generation_assesses(
+    fake_llm: FakeLLM, make_trace, support_specs
+) -> None:
+    fake_llm.reply = _positive_with_weaker_alternative
+    traces = [make_trace("t1", support_specs), make_trace("t2", _support(support_specs, "2000"))]
+    criteria = ["quotes the refund policy", "names the order", "asks before refunding"]
+    config = {
+        "input_version": 3,
+        "annotation_source": "automatic",
+        "criteria": criteria,
+        "max_actions_per_trace": 2,
+        "action_sample_seed": 11,
+    }
+
+    dataset = build_pairs(traces, config, feedback_extractor=_extractor(fake_llm))
+
+    assert dataset.feedback is not None
+    assert [item["trace_id"] for item in dataset.feedback] == ["t1", "t1", "t2", "t2"]  # 2 of 3 actions each
+    judged = [
+        body for _, body in fake_llm.requests if body["response_format"]["json_schema"]["name"] == "feedback_judgment"
+    ]
+    assert len(judged) == 4
+    for item in dataset.feedback:  # 50 % rubric dropout keeps two of the three supplied criteria
+        assert len(item["criteria"]) == 2 and set(item["criteria"]) <= set(criteria)
+        assert item["reason"].startswith(f"Criteria: {', '.join(item['criteria'])}.")
+    again = build_pairs(traces, config, feedback_extractor=_extractor(fake_llm))
+    assert [(i["trace_id"], i["step_index"]) for i in again.feedback or []] == [
+        (i["trace_id"], i["step_index"]) for i in dataset.feedback
+    ]
+
+
+def test_feedback_report_says_which_findings_the_max_pairs_cap_left_out(
+    fake_llm: FakeLLM, make_trace, support_specs
+) -> None:
+    fake_llm.reply = _positive_with_weaker_alternative
+    traces = [
+        make_trace("t1", support_specs, ratings={4: -1, 6: 1}),
+        make_trace("t2", _support(support_specs, "2000")),
+        make_trace("t3", _support(support_specs, "3000")),
+    ]
+
+    dataset = build_pairs(traces, None, max_pairs=2, feedback_extractor=_extractor(fake_llm))
+
+    # One explicit pair leaves room for one AI pair; trace t2 brings two, so the cap samples one of them.
+    assert [pair.evidence["source"] for pair in dataset.pairs] == ["explicit", "ai_judgment"]
+    paired = [item for item in dataset.feedback if item["step_index"] in (4, 6)]
+    assert sorted(item["included_in_training"] for item in paired) == [False, True]
+    assert [item["pair_exclusion"] for item in paired if not item["included_in_training"]] == [
+        "left out of the dataset: it was capped at max_pairs"
+    ]
+    assert all(item["pair_exclusion"] is None for item in dataset.feedback if item["included_in_training"])
+
+
 def test_feedback_report_marks_nothing_included_when_the_dataset_is_too_small(fake_llm: FakeLLM, make_trace) -> None:
     fake_llm.reply = _positive_with_weaker_alternative
 
@@ -234,6 +289,10 @@ def test_feedback_report_marks_nothing_included_when_the_dataset_is_too_small(fa
 
     assert len(dataset.pairs) == 1
     assert [item["included_in_training"] for item in dataset.feedback] == [False]
+    assert dataset.feedback[0]["pair_exclusion"] == (
+        "the dataset is too small to train on: found 1 preference pair in 1 trace; rate at least one more action"
+        " (+/−) or select traces with user reactions"
+    )
     with pytest.raises(NotEnoughPairs, match="^found 1 preference pair in 1 trace"):
         check_trainable(dataset.pairs)
 

@@ -33,6 +33,8 @@ def test_step_pairs_pair_every_positive_action_with_every_negative_one(make_trac
         "chosen_step_id": "t1:6",
         "rejected_trace_id": "t1",
         "rejected_step_id": "t1:4",
+        "chosen_authors": ["henry"],
+        "rejected_authors": ["henry"],
     }
 
 
@@ -72,6 +74,19 @@ def test_label_error_ratings_are_excluded(make_trace, support_specs) -> None:
 
     assert explicit_pairs([trace]) == []
     assert human_rated_step_ids(trace) == frozenset({"t1:4"})
+
+
+def test_reviewers_ratings_train_and_the_evidence_names_who_rated_each_side(make_trace, support_specs) -> None:
+    """The owner's model trains on every non-flagged rating of its traces, whoever wrote it."""
+    reviewer = Annotation("r1", "t1:2", 1, None, False, "rita-id", author_name="rita")
+    flagged = Annotation("r2", "t1:6", -1, None, True, "rita-id", author_name="rita")
+    trace = make_trace("t1", support_specs, ratings={4: -1}, annotations=[reviewer, flagged])
+
+    (pair,) = step_pairs([trace])
+
+    assert (pair.chosen, pair.rejected) == (render_example(trace.steps, 2), render_example(trace.steps, 4))
+    assert (pair.evidence["chosen_authors"], pair.evidence["rejected_authors"]) == (["rita"], ["henry"])
+    assert pair.to_job_line()["chosen_authors"] == ["rita"]
 
 
 def test_ratings_on_steps_that_are_not_actions_are_ignored(make_trace, support_specs) -> None:

@@ -23,6 +23,7 @@ from stash_trainer.pairs.feedback import (
     CRITERIA,
     ExtractionError,
     FeedbackExtractor,
+    Finding,
     Review,
     Target,
     review_exclusion,
@@ -136,7 +137,7 @@ def test_user_feedback_with_a_later_quote_produces_pairs(fake_llm: FakeLLM, make
     assert [(p.granularity, p.action_type, p.trace_ids) for p in extraction.pairs] == [
         ("action", "response", ("t1",))
     ] * 2
-    reports = [finding.report(True) for finding in extraction.findings]
+    reports = [finding.report(finding.pair_exclusion) for finding in extraction.findings]
     assert [(r["step_index"], r["label"], r["source"], r["evidence_id"]) for r in reports] == [
         (2, "unclear", "ai_judgment", "t1:2"),
         (4, "negative", "user_feedback", "t1:5"),
@@ -207,6 +208,7 @@ def test_a_comment_on_the_step_is_citable_unless_flagged(fake_llm: FakeLLM, make
     fake_llm.reply = ScriptedModel([trace], {4: judgment("negative", "low", "user_feedback", "Refunded the wrong")})
     (finding,) = [f for f in _extractor(fake_llm).extract([trace]).findings if f.target.step.index == 4]
     assert (finding.evidence_id, finding.evidence_quote) == ("c1", "Refunded the wrong")
+    assert finding.evidence_author == "henry" == finding.report(True)["evidence_author"]
 
 
 @pytest.mark.parametrize(
@@ -226,7 +228,7 @@ def test_unclear_low_confidence_or_missing_alternative_is_a_finding_without_a_pa
     extraction = _extractor(fake_llm).extract([trace])
 
     assert extraction.pairs == []
-    assert extraction.findings[1].report(False)["pair_exclusion"] == exclusion
+    assert _report(extraction.findings[1])["pair_exclusion"] == exclusion
     assert _requests(fake_llm, "comparison_review") == []
 
 
@@ -266,7 +268,7 @@ def test_a_tool_call_alternative_must_change_the_tool_or_its_arguments(
 
     extraction = _extractor(fake_llm).extract([trace])
 
-    report = extraction.findings[0].report(False)
+    report = _report(extraction.findings[0])
     assert extraction.pairs == []
     assert (report["pair_exclusion"], report["label"], report["tool_name"]) == (exclusion, "negative", "lookup_order")
     assert report["action_type"] == "tool_call"
@@ -320,8 +322,8 @@ def test_a_review_that_disagrees_produces_no_pair(
     extraction = _extractor(fake_llm).extract([trace])
 
     assert extraction.pairs == []
-    assert extraction.findings[1].report(False)["pair_exclusion"] == exclusion
-    assert extraction.findings[1].report(False)["alternative_action"] == "Assistant: Which order?"
+    assert _report(extraction.findings[1])["pair_exclusion"] == exclusion
+    assert _report(extraction.findings[1])["alternative_action"] == "Assistant: Which order?"
 
 
 @pytest.mark.parametrize("original_first", [True, False])
@@ -351,7 +353,7 @@ def test_rubric_dropout_samples_two_criteria_recorded_in_the_reason(
     chosen = [tuple(finding.target.criteria) for finding in first.findings]
     assert all(len(criteria) == 2 and set(criteria) <= set(CRITERIA) for criteria in chosen)
     assert len(set(chosen)) > 1
-    assert [finding.report(False)["reason"] for finding in first.findings] == [
+    assert [finding.report(None)["reason"] for finding in first.findings] == [
         f"Criteria: {', '.join(criteria)}. Because." for criteria in chosen
     ]
     assert [tuple(finding.target.criteria) for finding in again.findings] == chosen
@@ -439,3 +441,8 @@ def test_extraction_stops_after_the_trace_that_reaches_max_pairs(fake_llm: FakeL
 
     assert {finding.target.trace.id for finding in extraction.findings} == {"t1"}
     assert len(extraction.pairs) == 1
+
+
+def _report(finding: Finding) -> dict[str, Any]:
+    """The finding's report item as extraction alone decides it."""
+    return finding.report(finding.pair_exclusion)

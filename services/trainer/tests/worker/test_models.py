@@ -23,9 +23,18 @@ def test_a_checkpoint_folder_resolves_to_itself(tmp_path: Path) -> None:
     assert resolve_base_model(str(tmp_path)) == tmp_path
 
 
-def test_a_folder_without_config_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(InvalidArgument, match="base_model: .* without config.json"):
-        resolve_base_model(str(tmp_path))
+def test_a_folder_without_config_is_refused_like_a_path_that_does_not_exist(tmp_path: Path) -> None:
+    refusals = []
+    for name in (str(tmp_path), str(tmp_path / "missing"), "/etc"):
+        with pytest.raises(InvalidArgument) as raised:
+            resolve_base_model(name, cache_dir=tmp_path)
+        refusals.append(raised.value.message.replace(name, "NAME"))
+
+    assert len(set(refusals)) == 1  # the answer does not tell which paths exist
+    assert refusals[0] == (
+        "base_model: 'NAME' is unknown; allowed: the packaged model (all-MiniLM-L6-v2,"
+        " sentence-transformers/all-MiniLM-L6-v2) or a model the operator placed on the server (nothing is downloaded)"
+    )
 
 
 def test_a_cached_hub_model_resolves_to_its_snapshot(tmp_path: Path) -> None:
@@ -42,5 +51,5 @@ def test_a_cached_hub_model_resolves_to_its_snapshot(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["Qwen/Qwen3-0.6B", "not a//repo id"])
 def test_an_uncached_hub_model_is_refused_without_downloading(tmp_path: Path, name: str) -> None:
-    with pytest.raises(InvalidArgument, match="base_model: .* the worker never downloads"):
+    with pytest.raises(InvalidArgument, match="base_model: .* is unknown; allowed: the packaged model"):
         resolve_base_model(name, cache_dir=tmp_path)

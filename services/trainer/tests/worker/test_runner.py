@@ -14,11 +14,17 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from stash_common.jobs.worker import main
+from stash_common.rendering import render_example
+from stash_common.reward_model.checkpoint import load_checkpoint
+from stash_common.reward_model.inference import tokenize
 from stash_common.reward_model.packaged import packaged_model_dir
+from stash_common.reward_model.strategies import ScoringModel, score_in_one_pass
+from stash_common.reward_model.window import WINDOW_TOKENS, read_input_window
+from stash_common.steps import TraceStep
 from stash_common.training_metrics import TRAINING_METRIC_KEYS
+from stash_trainer.job_contract import TrainJob
 from stash_trainer.worker import training
-from stash_trainer.worker.__main__ import main
-from stash_trainer.worker.job import TrainJob
 from stash_trainer.worker.pairs import Pair
 from stash_trainer.worker.runner import PreparedJob, run_job, training_metrics
 from stash_trainer.worker.split import TraceSplit
@@ -176,7 +182,7 @@ def test_fewer_than_two_pairs_fail_before_any_model_loads(
     ("job", "message"),
     [
         ({"base_model": PACKAGED_MODEL, "epochs": 0}, "job.json: epochs: Input should be greater than or equal to 1"),
-        ({"base_model": "acme/not-downloaded", "epochs": 1}, "base_model: 'acme/not-downloaded' is neither"),
+        ({"base_model": "acme/not-downloaded", "epochs": 1}, "base_model: 'acme/not-downloaded' is unknown; allowed:"),
     ],
 )
 def test_invalid_jobs_fail_with_the_reason_before_any_model_loads(
@@ -199,7 +205,9 @@ def test_command_line_exits_non_zero_and_writes_the_error(
 ) -> None:
     directory = job_dir({"base_model": PACKAGED_MODEL, "epochs": 1}, [])
 
-    done = subprocess.run([sys.executable, "-m", "stash_trainer.worker", str(directory)], capture_output=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "stash_common.jobs.worker", "train", str(directory)], capture_output=True
+    )
 
     assert done.returncode == 1
     assert "0 preference pair(s)" in json.loads((directory / "result.json").read_text())["error"]
@@ -212,15 +220,50 @@ def test_command_line_runs_offline(
 ) -> None:
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
 
-    assert main([str(job_dir({"base_model": PACKAGED_MODEL, "epochs": 1}, constraint_pairs(1, "train", 0)))]) == 1
+    assert (
+        main(["train", str(job_dir({"base_model": PACKAGED_MODEL, "epochs": 1}, constraint_pairs(1, "train", 0)))]) == 1
+    )
 
     assert os.environ["HF_HUB_OFFLINE"] == "1"
 
 
-def test_command_line_needs_one_existing_job_directory(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "stash_trainer.worker", str(tmp_path / "absent")], capture_output=True, text=True
+def _sectioned_example(request: str, answer: str, filler_words: int) -> str:
+    """An input version 3 example: the request, a tool result longer than the window, then the answer."""
+    steps = (
+        TraceStep("u", 0, "user", request),
+        TraceStep("c", 1, "assistant", "", "lookup_order", {"order": 1}),
+        TraceStep("r", 2, "tool", "delivered " * filler_words, "lookup_order"),
+        TraceStep("a", 3, "assistant", answer),
+    )
+    return render_example(steps, 3, sections=True)
+
+
+def test_an_input_version_3_job_trains_and_scores_in_the_sectioned_window(
+    job_dir: Callable[..., Path], constraint_pairs: Callable[[int, str, int], list[Pair]], tiny_decoder: Path
+) -> None:
+    pairs = []
+    for number, pair in enumerate(constraint_pairs(8, "train", 0)):
+        request, chosen = pair.chosen.removeprefix("user: ").split("\nassistant: ")
+        rejected = pair.rejected.split("\nassistant: ")[1]
+        texts = (_sectioned_example(request, answer, 5000) for answer in (chosen, rejected))
+        pairs.append(Pair(*texts, (f"trace-{number % 4}",), "action", "response"))
+    items = [{"trace_id": "trace-0", "step_id": f"s{n}", "text": pairs[n].chosen} for n in range(2)]
+    directory = job_dir(
+        {"base_model": str(tiny_decoder), "epochs": 1, "max_length": 32, "batch_size": 4, "input_version": 3},
+        pairs,
+        action_score_items=items,
     )
 
-    assert done.returncode == 2
-    assert "usage: python -m stash_trainer.worker --job <job key> | <job_dir>" in done.stderr
+    assert run_job(directory) == 0
+
+    model_dir = directory / "model"
+    assert read_input_window(model_dir) == WINDOW_TOKENS
+    assert json.loads((model_dir / "tokenizer_config.json").read_text())["model_max_length"] == WINDOW_TOKENS
+    # The scorer reads the checkpoint back and scores the same examples the same way (the request kept, the
+    # 5,000-word tool result cut to its budget), not with the job's 32-token left truncation.
+    model, tokenizer = load_checkpoint(model_dir, "cpu", WINDOW_TOKENS)
+    scoring = ScoringModel(model, tokenizer, "cpu", tokenizer.model_max_length, 4, sectioned=True)
+    written = [row["score"] for row in _read_lines(directory / "action_scores.jsonl")]
+    assert score_in_one_pass(scoring, [[item["text"] for item in items]])[0] == pytest.approx(written, abs=1e-4)
+    read = tokenize(tokenizer, [items[0]["text"]], WINDOW_TOKENS, sectioned=True)[0]
+    assert len(read) == WINDOW_TOKENS and "Hello" in tokenizer.decode(read[:8])

@@ -1,7 +1,8 @@
-"""The seeded held-out split by trace."""
+"""The seeded held-out split by trace, and the frozen one by task group (input version 3)."""
 
+from stash_trainer.job_contract import draw_eval_task_groups
 from stash_trainer.worker.pairs import Pair
-from stash_trainer.worker.split import split_by_trace
+from stash_trainer.worker.split import TraceSplit, split_by_held_out_traces, split_by_trace
 
 
 def _pair(*trace_ids: str) -> Pair:
@@ -62,3 +63,24 @@ def test_no_usable_split_when_held_out_traces_have_only_crossing_pairs() -> None
     split = split_by_trace(pairs, seed=0)
 
     assert (split.train, split.eval, split.excluded_cross_trace_pairs) == (tuple(pairs), (), 0)
+
+
+def test_draw_eval_task_groups_holds_out_a_seeded_tenth_at_least_one_never_all() -> None:
+    groups = [f"g{n}" for n in range(20)]
+
+    drawn = draw_eval_task_groups(groups, seed="7:model")
+
+    assert len(drawn) == 2 and set(drawn) <= set(groups)
+    assert drawn == draw_eval_task_groups(list(reversed(groups)), seed="7:model")
+    assert draw_eval_task_groups(["a", "b"], seed=0) in (["a"], ["b"])
+    assert draw_eval_task_groups(["only"], seed=0) == []
+
+
+def test_split_by_held_out_traces_keeps_every_pair_of_the_held_out_traces_on_the_eval_side() -> None:
+    pairs = [_pair(f"t{n % 6}") for n in range(18)]
+
+    split = split_by_held_out_traces(pairs, ["t0", "t3"])
+
+    assert {pair.trace_ids[0] for pair in split.eval} == {"t0", "t3"}
+    assert (len(split.train), len(split.eval)) == (12, 6)
+    assert split_by_held_out_traces(pairs, ["t-none"]) == TraceSplit(tuple(pairs), (), 0)

@@ -12,7 +12,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from stash_common.reward_model.inference import score_texts, tokenize
 from stash_common.reward_model.packaged import packaged_model_dir
 from stash_common.reward_model.strategies import ScoringModel, score_in_one_pass, score_one_by_one
-from stash_trainer.worker.job import TrainJob
+from stash_trainer.job_contract import TrainJob
 from stash_trainer.worker.pairs import Pair
 from stash_trainer.worker.training import load_reward_model, train_reward_model
 from support.agent_traces import action_examples, conversation, corpus

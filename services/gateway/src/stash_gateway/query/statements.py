@@ -1,11 +1,12 @@
 """What a query may be: exactly one SELECT that reads only the loaded tables, checked with DuckDB's parser.
 
 The statement kind comes from `duckdb.extract_statements`; DDL, DML, PRAGMA, ATTACH, COPY, INSTALL/LOAD,
-SET, EXPORT, CALL and every other kind are refused by name. Inside a SELECT, table functions are read from
-the parsed tree (`json_serialize_sql`) and only those that read nothing outside the database are allowed:
-`read_csv`, `read_parquet`, `query`, `glob` and the rest are refused before anything runs. These checks
-give the clear reason; the database's own lockdown (no external access, a locked configuration) is what
-makes an escape impossible even if a check missed one.
+SET, EXPORT, CALL and every other kind are refused by name. Inside a SELECT, what it reads is taken from the
+parsed tree (`json_serialize_sql`) and allowed from a list, not refused from one: the documented tables
+(TABLE_NAMES) and the query's own CTEs, by their plain names. Every table function is refused (`read_csv`,
+`range`, …), and so is any other table name, which also covers the table functions DuckDB lets a query name
+without parentheses (`FROM pragma_database_list`). These checks give the clear reason; the database's own
+lockdown (no external access, a locked configuration) is what makes an escape impossible even if one missed.
 """
 
 from __future__ import annotations
@@ -28,10 +29,6 @@ TABLE_NAMES = (
     "step_labels",
     "evaluations",
     "process_patterns",
-)
-# Table functions that compute rows or describe the caller's own database; nothing else reads any data.
-ALLOWED_TABLE_FUNCTIONS = frozenset(
-    {"range", "generate_series", "unnest", "json_each", "json_tree", "duckdb_tables", "duckdb_columns"}
 )
 MAX_SQL_CHARS = 100_000
 
@@ -71,25 +68,41 @@ def check_select(sql: str) -> None:
         raise InvalidArgument(
             "sql", f"only a SELECT may run; {kind.name} statements are refused (queries are read-only)"
         )
-    for name in _table_functions(_parser.tree(sql)):
-        if name.lower() not in ALLOWED_TABLE_FUNCTIONS:
-            raise InvalidArgument(
-                "sql",
-                f"table function {name}() is refused: a query reads only the loaded tables "
-                f"({', '.join(TABLE_NAMES)}); allowed table functions: {', '.join(sorted(ALLOWED_TABLE_FUNCTIONS))}",
-            )
-
-
-def _table_functions(tree: dict[str, Any]) -> Iterator[str]:
-    """The names of the table functions anywhere in a parsed statement (subqueries and CTEs included)."""
+    tree = _parser.tree(sql)
     if tree.get("error"):
         raise InvalidArgument("sql", f"cannot be checked: {tree.get('error_message', 'unknown parser error')}")
+    allowed = {*TABLE_NAMES, *_cte_names(tree)}
+    for source in _sources(tree):
+        name = str(source.get("table_name") or "")
+        if source["type"] == "TABLE_FUNCTION":
+            function = source.get("function", {}).get("function_name", "unknown")
+            raise InvalidArgument("sql", f"table function {function}() is refused: {_READABLE}")
+        if name.lower() not in allowed or source.get("schema_name") or source.get("catalog_name"):
+            qualified = ".".join(part for part in (source.get("catalog_name"), source.get("schema_name"), name) if part)
+            raise InvalidArgument("sql", f"table {qualified} is refused: {_READABLE}")
+
+
+_READABLE = f"a query reads only the tables {', '.join(TABLE_NAMES)} (by these names) and its own CTEs"
+
+
+def _sources(tree: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every table and table function a parsed statement reads from (subqueries and CTEs included)."""
+    for node in _nodes(tree):
+        if node.get("type") in ("BASE_TABLE", "TABLE_FUNCTION"):
+            yield node
+
+
+def _cte_names(tree: dict[str, Any]) -> set[str]:
+    """The names of the CTEs the statement defines, at any depth."""
+    return {str(entry["key"]).lower() for node in _nodes(tree) for entry in node.get("cte_map", {}).get("map", [])}
+
+
+def _nodes(tree: dict[str, Any]) -> Iterator[dict[str, Any]]:
     pending: list[Any] = [tree]
     while pending:
         node = pending.pop()
         if isinstance(node, dict):
-            if node.get("type") == "TABLE_FUNCTION":
-                yield str(node.get("function", {}).get("function_name", "unknown"))
+            yield node
             pending.extend(node.values())
         elif isinstance(node, list):
             pending.extend(node)

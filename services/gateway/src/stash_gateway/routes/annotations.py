@@ -6,11 +6,11 @@ from typing import Any
 
 from fastapi import APIRouter, Response, status
 from google.protobuf import field_mask_pb2
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from stash.rm.v1 import common_pb2, ingest_pb2
 from stash_gateway.auth import Writer
-from stash_gateway.openapi import RequestBody
+from stash_gateway.openapi import ClosedBody, RequestBody
 from stash_gateway.rendering import annotation_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.state import Services, Settings
@@ -18,7 +18,7 @@ from stash_gateway.state import Services, Settings
 router = APIRouter(prefix=API_PREFIX, tags=["annotations"])
 
 
-class QuoteBody(BaseModel):
+class QuoteBody(ClosedBody):
     """The highlighted text inside a step, with the text around it."""
 
     text: str = Field(min_length=1)

@@ -61,6 +61,27 @@ def retry_gepa_run(services: Services, settings: Settings, run_id: str, principa
     return run_json(services.gepa.RetryGepaRun(message, timeout=settings.rpc_timeout_s).gepa_run)
 
 
+@router.delete("/gepa-runs/{run_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a GEPA run")
+def delete_gepa_run(services: Services, settings: Settings, run_id: str, principal: Writer) -> Response:
+    """Delete the run with its result and skill; 409 while it is queued or running (a delete never cancels it)."""
+    message = gepa_pb2.DeleteGepaRunRequest(owner_id=principal.user_id, gepa_run_id=run_id)
+    services.gepa.DeleteGepaRun(message, timeout=settings.rpc_timeout_s)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/gepa-defaults", summary="The models a GEPA run uses when it names none, and what they lack")
+def gepa_defaults(services: Services, settings: Settings, principal: Reader) -> dict[str, Any]:
+    """`{task_model, reflection_model, task_model_missing, reflection_model_missing}`: a `*_missing` names the
+    setting the gepa service's environment lacks for that default (null when it lacks nothing)."""
+    defaults = services.gepa.GetGepaDefaults(gepa_pb2.GetGepaDefaultsRequest(), timeout=settings.rpc_timeout_s)
+    return {
+        "task_model": defaults.task_model,
+        "reflection_model": defaults.reflection_model,
+        "task_model_missing": optional(defaults, "task_model_missing"),
+        "reflection_model_missing": optional(defaults, "reflection_model_missing"),
+    }
+
+
 @router.get("/gepa-runs/{run_id}/skill", summary="Download the best skill as SKILL.md")
 def get_skill(services: Services, settings: Settings, run_id: str, principal: Reader) -> Response:
     """The best skill as a `text/markdown` attachment `SKILL.md`; 404 until the run succeeded."""
@@ -81,6 +102,7 @@ def run_json(run: gepa_pb2.GepaRun) -> dict[str, Any]:
         "max_metric_calls": run.max_metric_calls,
         "status": enum_name(common_pb2.JobStatus, run.status),
         "error": optional(run, "error"),
+        "retryable": run.retryable,
         "progress": optional(run, "metric_calls_used"),
         "budget_warning": optional(run, "budget_warning"),
         "train_examples": optional(run, "train_examples"),

@@ -1,8 +1,9 @@
 """Trace sections: the deterministic tasks → subtasks → steps tree, section summaries and completion estimates.
 
-All three come from the labeler; summaries and completion are the fast model's cached estimates,
-`pending` while another request generates them and `unavailable` (with the reason) when they failed
-or no model is configured.
+All three come from the labeler, asked for the trace's owner once ingest has said the caller owns or reviews the
+trace (`stash_gateway.access`): that check comes before any cached read or model call. Summaries and completion
+are the fast model's cached estimates, `pending` while another request generates them and `unavailable` (with the
+reason) when they failed or no model is configured.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from stash.rm.v1 import labeler_pb2
+from stash_gateway.access import trace_access
 from stash_gateway.auth import Reader
 from stash_gateway.openapi import RequestBody
 from stash_gateway.routes import API_PREFIX
@@ -36,8 +38,10 @@ class SectionSummariesBody(RequestBody):
 
 @router.get("/traces/{trace_id}/sections", summary="The trace's tasks, subtasks and steps")
 def trace_sections(services: Services, settings: Settings, trace_id: str, principal: Reader) -> dict[str, Any]:
-    """`{revision, tasks: [Section]}`, grouped from the current revision; 404 for another owner's trace."""
-    message = labeler_pb2.GetTraceSectionsRequest(owner_id=principal.user_id, trace_id=trace_id)
+    """`{revision, tasks: [Section]}`, grouped from the current revision; 404 for a trace the caller neither owns
+    nor reviews."""
+    owner_id = trace_access(services, settings, principal, trace_id).trace_owner_id
+    message = labeler_pb2.GetTraceSectionsRequest(owner_id=owner_id, trace_id=trace_id)
     response = services.labeler.GetTraceSections(message, timeout=settings.rpc_timeout_s)
     return {"revision": response.revision, "tasks": [section_json(task) for task in response.tasks]}
 
@@ -62,9 +66,11 @@ def section_summaries(
     services: Services, settings: Settings, trace_id: str, body: SectionSummariesBody, principal: Reader
 ) -> dict[str, Any]:
     """`{summaries: [{first_step_id, last_step_id, title, summary, objective, score, reason, pending, unavailable,
-    unavailable_reason}]}` in request order; 404 for another owner's trace, 422 for a range not in it."""
+    unavailable_reason}]}` in request order; 404 for a trace the caller neither owns nor reviews, 422 for a range
+    not in it."""
     ranges = [labeler_pb2.SectionRange(first_step_id=r.first_step_id, last_step_id=r.last_step_id) for r in body.ranges]
-    message = labeler_pb2.SummarizeSectionsRequest(owner_id=principal.user_id, trace_id=trace_id, ranges=ranges)
+    owner_id = trace_access(services, settings, principal, trace_id).trace_owner_id
+    message = labeler_pb2.SummarizeSectionsRequest(owner_id=owner_id, trace_id=trace_id, ranges=ranges)
     response = services.labeler.SummarizeSections(message, timeout=settings.rpc_timeout_s)
     return {"summaries": [_summary_json(summary) for summary in response.summaries]}
 
@@ -72,8 +78,9 @@ def section_summaries(
 @router.post("/traces/{trace_id}/completion", summary="Estimated progress toward each independent request")
 def trace_completion(services: Services, settings: Settings, trace_id: str, principal: Reader) -> dict[str, Any]:
     """`{tasks: [{first_step_id, last_step_id, objective, checkpoints: [{step_id, completion, reason}]}], pending,
-    unavailable, reason}`; 404 for another owner's trace."""
-    message = labeler_pb2.GetTraceCompletionRequest(owner_id=principal.user_id, trace_id=trace_id)
+    unavailable, reason}`; 404 for a trace the caller neither owns nor reviews."""
+    owner_id = trace_access(services, settings, principal, trace_id).trace_owner_id
+    message = labeler_pb2.GetTraceCompletionRequest(owner_id=owner_id, trace_id=trace_id)
     response = services.labeler.GetTraceCompletion(message, timeout=settings.rpc_timeout_s)
     return {
         "tasks": [_completion_task_json(task) for task in response.tasks],

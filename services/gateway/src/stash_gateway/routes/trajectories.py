@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import AwareDatetime, Field
 
 from stash.rm.v1 import labeler_pb2
 from stash_common.messages import timestamp_of
 from stash_gateway.auth import Reader, Writer
 from stash_gateway.evaluations import pattern_json
-from stash_gateway.openapi import RequestBody
+from stash_gateway.openapi import ClosedBody, RequestBody
 from stash_gateway.rendering import timestamp_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.state import Services, Settings
@@ -20,7 +20,7 @@ router = APIRouter(prefix=API_PREFIX, tags=["trajectories"])
 TaskId = Annotated[str, Path(min_length=1, max_length=200, description="the agent's task id (OTLP: the trace id)")]
 
 
-class TrajectoryEventBody(BaseModel):
+class TrajectoryEventBody(ClosedBody):
     """One action of the agent: who did what to which files, whether it worked and how long it took."""
 
     timestamp: AwareDatetime | None = Field(None, description="when the action started; default: when received")

@@ -8,10 +8,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from stash_common.errors import Unauthenticated
 from stash_gateway.auth import SESSION_COOKIE, authorize, csrf_token
+from stash_gateway.openapi import ClosedBody
 
 router = APIRouter(include_in_schema=False)
 INDEX_HTML = Path(__file__).parent / "static" / "index.html"
@@ -25,10 +26,13 @@ PAGE_PATHS = (
     "/models/{model_id}",
     "/skills",
     "/skills/{run_id}",
+    "/evaluator",
+    "/reviewers",
+    "/shared",
 )
 
 
-class SignInBody(BaseModel):
+class SignInBody(ClosedBody):
     """`{key}`: the API key the browser session will act with."""
 
     key: str = Field(min_length=1, max_length=500)

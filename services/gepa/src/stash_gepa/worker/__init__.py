@@ -1,4 +1,6 @@
-"""The GEPA worker: `python -m stash_gepa.worker <job_dir>`, the only gepa code that loads gepa, LiteLLM and torch.
+"""The GEPA worker (`python -m stash_common.jobs.worker gepa <job_dir>`).
+
+It is the only gepa code that loads gepa, LiteLLM and torch.
 
 It reads a GEPA job directory written by the gepa service (`stash_gepa.job_contract`), downloads the
 reward model's checkpoint from object storage into a temporary directory, has the reflection model

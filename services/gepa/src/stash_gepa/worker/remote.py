@@ -1,9 +1,10 @@
-"""A GEPA job launched by the gepa service: inputs from object storage, progress and result over gRPC.
+"""A GEPA job launched by the gepa service: inputs and result in object storage, reports over gRPC.
 
 The worker downloads the job's files (`INPUT_FILES`) from under its key into its own scratch
 directory, optimises there (`run_job`), uploads `result.json` beside the inputs, and reports to
 `GepaService`: the metric calls used whenever GEPA spends budget (`ReportGepaProgress`), the
-result or the error at the end (`CompleteGepaJob`). The scratch directory disappears with the job.
+end (`CompleteGepaJob`, which names only the job: the service reads the stored `result.json`). The
+scratch directory disappears with the job.
 """
 
 from __future__ import annotations
@@ -14,17 +15,15 @@ from pathlib import Path
 from types import TracebackType
 
 import grpc
-import orjson
 
 from stash.rm.v1 import gepa_pb2, gepa_pb2_grpc
 from stash_common.channels import open_channel
 from stash_common.errors import StashError
-from stash_common.job_reports import REPORT_TIMEOUT_S, send_report
-from stash_common.job_transfer import download_files, upload_files
-from stash_common.messages import struct_of
+from stash_common.jobs.reports import REPORT_TIMEOUT_S, send_report
+from stash_common.jobs.transfer import download_files, upload_files
 from stash_common.settings import load
 from stash_common.worker_storage import WorkerStorageSettings
-from stash_gepa.job_contract import INPUT_FILES, OUTPUT_FILES, RESULT_FILE, GepaJob, read_job
+from stash_gepa.job_contract import INPUT_FILES, OUTPUT_FILES, GepaJob, read_job
 from stash_gepa.worker.runner import run_job
 
 LOG = logging.getLogger(__name__)
@@ -42,15 +41,11 @@ def run_stored_job(key: str) -> int:
             LOG.error("GEPA job %s cannot start: %s", key, error.message)
             return 1
         with GepaReports(job) as reports:
-            code = run_job(job_dir, reports.progress)
-            result = orjson.loads((job_dir / RESULT_FILE).read_bytes())  # run_job always writes it
+            code = run_job(job_dir, reports.progress)  # it always writes result.json
             try:
                 upload_files(objects, key, job_dir, OUTPUT_FILES)
-            except StashError as error:  # the service has the result from the report; the copy is for the record
-                LOG.warning("result.json not uploaded: %s", error.message)
-            try:
-                reports.complete(result)
-            except grpc.RpcError:
+                reports.complete()
+            except (StashError, grpc.RpcError):
                 return 1  # the service fails the run when this worker ends unreported
     return code
 
@@ -84,12 +79,9 @@ class GepaReports:
         except grpc.RpcError as error:
             LOG.warning("progress not reported: %s %s", error.code().name, error.details())
 
-    def complete(self, result: dict[str, object]) -> None:
-        """Report the job's `result.json`; the service's refusal, or its absence after retries, is raised."""
+    def complete(self) -> None:
+        """Report that the job ended, its `result.json` stored; the refusal, or the absence after retries, is raised."""
         request = gepa_pb2.CompleteGepaJobRequest(
-            owner_id=self.job.owner_id,
-            gepa_run_id=self.job.gepa_run_id,
-            job_id=self.job.job_id,
-            result=struct_of(result),
+            owner_id=self.job.owner_id, gepa_run_id=self.job.gepa_run_id, job_id=self.job.job_id
         )
         send_report(lambda: self._stub.CompleteGepaJob(request, timeout=REPORT_TIMEOUT_S), "the GEPA result")

@@ -20,7 +20,7 @@ import gepa
 from gepa.core.callbacks import BudgetUpdatedEvent, GEPACallback
 
 from stash_common.errors import StashError
-from stash_common.job_files import job_log
+from stash_common.jobs.files import job_log
 from stash_common.reward_model.stats import REWARD_STATS_FILE, read_stats
 from stash_common.settings import load
 from stash_common.worker_storage import WorkerStorageSettings, fetch_checkpoint

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stash_common.errors import FailedPrecondition
-from stash_common.job_files import describe
+from stash_common.jobs.files import describe
 from stash_gepa.job_contract import MAX_DESCRIPTION, SKILL_NAME, GepaExample
 
 COMPONENT = "skill_body"

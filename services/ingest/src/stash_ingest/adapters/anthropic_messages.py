@@ -4,7 +4,9 @@ A request (one per JSONL line, or one JSON document) is one trace: the system pr
 message's blocks in order. `tool_result` blocks arrive inside *user* messages and become `tool`
 steps where they sit; the text around them becomes user steps. A response is one trace of its
 assistant steps. Thinking text goes to `metadata["reasoning"]` of the message's first step;
-redacted thinking carries nothing readable and is dropped.
+redacted thinking carries nothing readable and is dropped. A recorded request may carry a string `id` (not
+part of Anthropic's body): like a response's `id`, it becomes the trace's external id, so importing the
+same file again updates those traces instead of adding copies.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.messages import media_text, with_metadata
 from stash_ingest.adapters.reading import as_object, json_type, list_or_empty, read_records, to_json_text
-from stash_ingest.traces import Step, Trace, validate_trace
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, TraceReader, check_records, check_steps_read
+from stash_ingest.traces import Step, Trace
 
 ANTHROPIC_ONLY_BLOCKS = frozenset(
     {"image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use"}
@@ -42,17 +45,17 @@ class _Thought:
 _Piece = _Text | _Thought | Step | None
 
 
-def parse_anthropic_messages(raw: bytes) -> list[Trace]:
+def parse_anthropic_messages(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:
     """Parse Messages API requests (JSONL or one document) and responses into traces."""
-    records = read_records(raw)
+    # A message counts as a step while reading (one whose content is empty makes none, a rare case).
+    records = read_records(raw, {"messages.item.role": "steps"}, limits)
     if not records:
         raise InvalidArgument("payload", 'is empty; expected one {"system"?, "messages": [...]} object per line')
-    traces = []
+    check_records(len(records), limits)
+    reader = TraceReader(limits)
     for where, value in records:
-        trace = _read_unit(value, where)
-        validate_trace(trace, where)
-        traces.append(trace)
-    return traces
+        reader.add(_read_unit(value, where, limits), where)
+    return reader.traces
 
 
 def looks_like_anthropic_messages(value: Any) -> bool:
@@ -78,17 +81,17 @@ def _has_anthropic_blocks(message: dict[str, Any]) -> bool:
     return any(isinstance(block, dict) and _string(block.get("type")) in ANTHROPIC_ONLY_BLOCKS for block in blocks)
 
 
-def _read_unit(value: Any, where: str) -> Trace:
+def _read_unit(value: Any, where: str, limits: TraceLimits) -> Trace:
     if isinstance(value, dict) and value.get("type") == "message":
         return _response_trace(value, where)
     if isinstance(value, dict) and "messages" in value:
-        return _request_trace(value, where)
+        return _request_trace(value, where, limits)
     raise InvalidArgument(
         where, 'expected a Messages API request {"system"?, "messages": [...]} or a response {"type": "message", ...}'
     )
 
 
-def _request_trace(document: dict[str, Any], where: str) -> Trace:
+def _request_trace(document: dict[str, Any], where: str, limits: TraceLimits) -> Trace:
     messages = document["messages"]
     if not isinstance(messages, list):
         raise InvalidArgument(f"{where}: messages", f"must be an array of messages, not {json_type(messages)}")
@@ -96,7 +99,8 @@ def _request_trace(document: dict[str, Any], where: str) -> Trace:
     steps = _system_steps(document.get("system"), f"{where}: system")
     for index, message in enumerate(messages):
         steps.extend(_message_steps(message, f"{where}: messages[{index}]", names))
-    return Trace(steps=tuple(steps), metadata=_request_metadata(document))
+        check_steps_read(len(steps), where, limits)
+    return Trace(steps=tuple(steps), external_id=_string(document.get("id")), metadata=_request_metadata(document))
 
 
 def _request_metadata(document: dict[str, Any]) -> dict[str, Any]:

@@ -42,7 +42,8 @@ from stash_ingest.adapters.reading import (
     timestamp_metadata,
     to_json_text,
 )
-from stash_ingest.traces import Step, Trace, validate_trace
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, TraceReader, check_steps_read
+from stash_ingest.traces import Step, Trace
 
 LINE_TYPES = frozenset(
     {
@@ -86,16 +87,18 @@ class _Transcript:
     titles: dict[str, str] = field(default_factory=dict)
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
     sidechain: bool | None = None  # decided by the first line that says
+    step_count: int = 0  # steps in the slots so far, counted as they are added
 
 
-def parse_claude_code(raw: bytes) -> list[Trace]:
+def parse_claude_code(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:
     """One trace from one Claude Code transcript file; InvalidArgument names the line at fault."""
     transcript = _Transcript()
     for where, value in split_growing_jsonl(raw):
         _read_line(transcript, where, _as_line(value, where))
-    trace = _build_trace(transcript)
-    validate_trace(trace, "transcript")
-    return [trace]
+        check_steps_read(transcript.step_count, "transcript", limits)
+    reader = TraceReader(limits)
+    reader.add(_build_trace(transcript), "transcript")
+    return reader.traces
 
 
 def looks_like_claude_code(value: Any) -> bool:
@@ -151,6 +154,7 @@ def _read_system(transcript: _Transcript, where: str, line: Line) -> None:
     if isinstance(subtype, str):
         metadata["subtype"] = subtype
     transcript.slots.append([Step("system", content, metadata=metadata)])
+    transcript.step_count += 1
 
 
 def _read_assistant(transcript: _Transcript, where: str, line: Line) -> None:
@@ -184,6 +188,7 @@ def _add_block(transcript: _Transcript, response: _Response, block: dict[str, An
         step = with_metadata(step, {"reasoning": "\n\n".join(response.reasoning)})
         response.reasoning.clear()
     response.steps.append(step)
+    transcript.step_count += 1
 
 
 def _assistant_step(transcript: _Transcript, block: dict[str, Any], metadata: dict[str, Any]) -> Step | None:
@@ -206,6 +211,7 @@ def _read_user(transcript: _Transcript, where: str, line: Line) -> None:
     else:
         steps = list(_user_block_steps(transcript, line, _blocks(content)))
     transcript.slots.append(steps)
+    transcript.step_count += len(steps)
 
 
 def _user_block_steps(transcript: _Transcript, line: Line, blocks: list[dict[str, Any]]) -> Iterator[Step]:

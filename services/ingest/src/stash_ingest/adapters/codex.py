@@ -49,7 +49,8 @@ from stash_ingest.adapters.reading import (
     timestamp_metadata,
     to_json_text,
 )
-from stash_ingest.traces import Step, Trace, validate_trace
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, TraceReader, check_steps_read
+from stash_ingest.traces import Step, Trace
 
 LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _INJECTED_PREFIXES = (
@@ -87,14 +88,15 @@ class _Rollout:
     usage: dict[str, Any] | None = None
 
 
-def parse_codex(raw: bytes) -> list[Trace]:
+def parse_codex(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:
     """One trace from one Codex rollout file; InvalidArgument names the line at fault."""
     rollout = _Rollout()
     for index, (where, value) in enumerate(split_growing_jsonl(raw)):
         _read_line(rollout, where, value, first=index == 0)
-    trace = _build_trace(rollout)
-    validate_trace(trace, "rollout")
-    return [trace]
+        check_steps_read(len(rollout.steps), "rollout", limits)
+    reader = TraceReader(limits)
+    reader.add(_build_trace(rollout), "rollout")
+    return reader.traces
 
 
 def looks_like_codex(value: Any) -> bool:

@@ -14,7 +14,7 @@ Claude Agent SDK logs results nowhere else); every observation becomes a span.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from stash_common.errors import InvalidArgument
@@ -36,7 +36,8 @@ from stash_ingest.adapters.messages import (
     stamp_steps,
 )
 from stash_ingest.adapters.reading import decode_nested, epoch_ns, list_or_empty, nonblank, read_records
-from stash_ingest.traces import Span, Step, Trace, validate_trace
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, TraceReader, check_records, check_spans_read
+from stash_ingest.traces import Span, Step, Trace
 
 _ROLES = {**ROLES, "model": "assistant"}  # Gemini's name for the assistant
 _TRACE_FIELDS = (
@@ -51,12 +52,17 @@ _URL_KEY = "uri"  # where OTel GenAI parts put an image's address
 _EXPECTED = "expected a Langfuse trace with an `observations` list (GET /api/public/traces/{traceId})"
 
 
-def parse_langfuse(raw: bytes) -> list[Trace]:
+def parse_langfuse(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:
     """Parse Langfuse traces (one object, a JSON array or JSONL of them) into validated traces."""
-    records = read_records(raw)
+    # tRPC files list light observations in the trace and the full ones beside it, so one path counts them all.
+    records = read_records(raw, {"observations.item.id": "spans", "item": "traces"}, limits)
     if not records:
         raise InvalidArgument("payload", f"is empty; {_EXPECTED}")
-    return [_read_trace(value, where) for where, value in records]
+    check_records(len(records), limits)
+    reader = TraceReader(limits)
+    for where, value in records:
+        reader.add(_read_trace(value, where, limits), where)
+    return reader.traces
 
 
 def looks_like_langfuse(value: Any) -> bool:
@@ -68,29 +74,30 @@ def looks_like_langfuse(value: Any) -> bool:
     return isinstance(value.get("observations"), list) or nested
 
 
-def _read_trace(value: Any, where: str) -> Trace:
+def _read_trace(value: Any, where: str, limits: TraceLimits) -> Trace:
     if not looks_like_langfuse(value):
         raise InvalidArgument(f"{where}: observations", _EXPECTED)
     header = value["trace"] if isinstance(value.get("trace"), dict) else value
-    observations = sorted(_observations(value, header, where), key=_start_order)
-    steps, contributed = _walk(observations)
+    observations = sorted(_observations(value, header, where, limits), key=_start_order)
+    steps, contributed = _walk(observations, where, limits)
     if not steps:
         raise InvalidArgument(
             f"{where}: observations", "no GENERATION observation has a usable input or output message"
         )
-    trace = Trace(
+    return Trace(
         steps=tuple(steps),
         external_id=nonblank(header.get("id")) or _first_trace_id(observations),
         title=nonblank(header.get("name")),
         metadata=_trace_metadata(header, observations),
         spans=_spans(observations, contributed),
     )
-    validate_trace(trace, where)
-    return trace
 
 
-def _observations(value: dict[str, Any], header: dict[str, Any], where: str) -> list[dict[str, Any]]:
-    """The observations by id; tRPC files list light ones in the trace and full ones beside it."""
+def _observations(
+    value: dict[str, Any], header: dict[str, Any], where: str, limits: TraceLimits
+) -> list[dict[str, Any]]:
+    """The observations by id; tRPC files list light ones in the trace and full ones beside it. Each becomes a
+    span, so more of them than a trace may hold spans stop the reading."""
     sources = (
         [header.get("observations"), value.get("observations")] if header is not value else [header["observations"]]
     )
@@ -101,6 +108,7 @@ def _observations(value: dict[str, Any], header: dict[str, Any], where: str) -> 
                 raise InvalidArgument(f"{where}: observations[{index}]", "must be an object (a Langfuse observation)")
             key = nonblank(observation.get("id")) or f"#{len(merged)}"
             merged[key] = {**merged.get(key, {}), **observation}
+            check_spans_read(len(merged), where, limits)
     return list(merged.values())
 
 
@@ -112,20 +120,24 @@ def _start_order(observation: dict[str, Any]) -> tuple[bool, int]:
 # --- the conversation --------------------------------------------------------------------------
 
 
-def _walk(observations: list[dict[str, Any]]) -> tuple[list[Step], dict[int, tuple[int, ...]]]:
+def _walk(
+    observations: list[dict[str, Any]], where: str, limits: TraceLimits
+) -> tuple[list[Step], dict[int, tuple[int, ...]]]:
     """The merged steps, and for each observation (by position) the steps it contributed."""
-    calls = {index: _call_steps(obs) for index, obs in enumerate(observations) if _kind(obs) == "generation"}
+    calls = {
+        index: _call_steps(obs, where, limits) for index, obs in enumerate(observations) if _kind(obs) == "generation"
+    }
     tools = {index: obs for index, obs in enumerate(observations) if _kind(obs) == "tool"}
     return merge_calls(calls, tools, _tool_observation_result)
 
 
-def _call_steps(observation: dict[str, Any]) -> Call:
+def _call_steps(observation: dict[str, Any], where: str, limits: TraceLimits) -> Call:
     """A generation's input and output as steps, stamped with the call's start and end."""
-    inputs = _steps(observation.get("input"), "user")
+    inputs = _steps(observation.get("input"), "user", where, limits)
     instructions = _instructions(observation)
     if instructions and not (inputs and inputs[0].role == "system"):
         inputs.insert(0, Step("system", instructions))
-    outputs = _steps(observation.get("output"), "assistant")
+    outputs = _steps(observation.get("output"), "assistant", where, limits)
     ended = observation.get("endTime") or observation.get("startTime")
     return stamp_steps(inputs, observation.get("startTime")), stamp_steps(outputs, ended)
 
@@ -155,31 +167,37 @@ def _tool_observation_result(observation: dict[str, Any], steps: list[Step], ans
 # --- messages in the shapes frameworks log ------------------------------------------------------
 
 
-def _steps(value: Any, role: str) -> list[Step]:
+def _steps(value: Any, role: str, where: str, limits: TraceLimits) -> list[Step]:
     """Steps from an input or output value; `role` is for bare strings. Unusable items are skipped."""
-    return attach_reasoning(_item_steps(item) for item in _items(decode_nested(value), role))
+    return attach_reasoning((_item_steps(item) for item in _items(decode_nested(value), role)), where, limits)
 
 
-def _items(value: Any, role: str) -> list[dict[str, Any]]:
-    """Message-like objects from a string, a list (flattened) or an envelope object."""
+def _items(value: Any, role: str) -> Iterator[dict[str, Any]]:
+    """Message-like objects from a string, a list (flattened) or an envelope object, one at a time."""
     if isinstance(value, str):
-        return [{"role": role, "content": value}] if value.strip() else []
-    if isinstance(value, list):
-        return [item for entry in value for item in _items(decode_nested(entry), role)]
-    if not isinstance(value, dict):
-        return []
+        if value.strip():
+            yield {"role": role, "content": value}
+    elif isinstance(value, list):
+        for entry in value:
+            yield from _items(decode_nested(entry), role)
+    elif isinstance(value, dict):
+        yield from _object_items(value, role)
+
+
+def _object_items(value: dict[str, Any], role: str) -> Iterator[dict[str, Any]]:
     if "role" in value or "parts" in value or isinstance(value.get("type"), str):
-        return [value]
-    if isinstance(value.get("choices"), list):
-        return _items([choice.get("message") for choice in value["choices"][:1] if isinstance(choice, dict)], role)
-    if value.get("object") == "response":
-        return _items(value.get("output"), role)
-    for key in ("messages", "input", "output"):
-        if key in value:
+        yield value
+    elif isinstance(value.get("choices"), list):
+        yield from _items([choice.get("message") for choice in value["choices"][:1] if isinstance(choice, dict)], role)
+    elif value.get("object") == "response":
+        yield from _items(value.get("output"), role)
+    else:
+        key = next((key for key in ("messages", "input", "output") if key in value), None)
+        if key is not None:
             system = value.get("system", value.get("instructions"))
-            prompt = [{"role": "system", "content": system}] if isinstance(system, str | list) and system else []
-            return prompt + _items(value[key], role)
-    return []
+            if isinstance(system, str | list) and system:
+                yield {"role": "system", "content": system}
+            yield from _items(value[key], role)
 
 
 def _item_steps(item: dict[str, Any]) -> tuple[list[Step], list[str]]:

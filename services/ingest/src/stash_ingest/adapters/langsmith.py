@@ -44,7 +44,14 @@ from stash_ingest.adapters.reading import (
     object_or_empty,
     read_records,
 )
-from stash_ingest.traces import Span, Step, Trace, validate_trace
+from stash_ingest.limits import (
+    DEFAULT_LIMITS,
+    TraceLimits,
+    TraceReader,
+    check_spans_read,
+    check_traces_read,
+)
+from stash_ingest.traces import Span, Step, Trace
 
 _URL_KEY = "url"  # where LangChain's standard content blocks put an image's address
 _EXPECTED = (
@@ -54,16 +61,20 @@ _EXPECTED = (
 Run = dict[str, Any]
 
 
-def parse_langsmith(raw: bytes) -> list[Trace]:
+def parse_langsmith(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:
     """Parse LangSmith runs (JSONL, a JSON array, or post/patch batches) into one validated trace per trace_id."""
     records = read_records(raw)
     if not records:
         raise InvalidArgument("payload", f"is empty; {_EXPECTED}")
-    runs, wheres = _merge_runs(run for where, value in records for run in _expand(value, where))
+    runs, wheres = _merge_runs((run for where, value in records for run in _expand(value, where)), limits)
     traces: dict[str, list[Run]] = {}
     for run in runs:
         traces.setdefault(_trace_id(run), []).append(run)
-    return [_read_trace(trace_id, members, wheres[members[0]["id"]]) for trace_id, members in traces.items()]
+    reader = TraceReader(limits)
+    for trace_id, members in traces.items():
+        where = wheres[members[0]["id"]]
+        reader.add(_read_trace(trace_id, members, where, limits), f"{where} (trace {trace_id})")
+    return reader.traces
 
 
 def looks_like_langsmith(value: Any) -> bool:
@@ -93,33 +104,40 @@ def _expand(value: Any, where: str) -> list[tuple[str, str, Run]]:
     return [(where, run_id, value), *nested]
 
 
-def _merge_runs(entries: Iterable[tuple[str, str, Run]]) -> tuple[list[Run], dict[str, str]]:
-    """Runs merged by id in first-seen order (later non-null fields win), and where each was first seen."""
+def _merge_runs(entries: Iterable[tuple[str, str, Run]], limits: TraceLimits) -> tuple[list[Run], dict[str, str]]:
+    """Runs merged by id in first-seen order (later non-null fields win), and where each was first seen.
+
+    Each new run is counted in its trace as it is read, since a run is a span: too many traces, or too many runs
+    in one trace, stop the reading."""
     runs: dict[str, Run] = {}
     wheres: dict[str, str] = {}
+    per_trace: dict[str, int] = {}
     for where, run_id, run in entries:
         merged = runs.setdefault(run_id, {})
         merged.update({key: value for key, value in run.items() if value is not None and key != "child_runs"})
         merged["id"] = run_id
-        wheres.setdefault(run_id, where)
+        if run_id not in wheres:
+            wheres[run_id] = where
+            trace_id = _trace_id(merged)
+            per_trace[trace_id] = per_trace.get(trace_id, 0) + 1
+            check_traces_read(len(per_trace), limits)
+            check_spans_read(per_trace[trace_id], f"{where} (trace {trace_id})", limits)
     return list(runs.values()), wheres
 
 
-def _read_trace(trace_id: str, runs: list[Run], where: str) -> Trace:
+def _read_trace(trace_id: str, runs: list[Run], where: str, limits: TraceLimits) -> Trace:
     timeline = sorted(runs, key=_start_order)
-    steps, contributed = _walk(timeline)
+    steps, contributed = _walk(timeline, f"{where} (trace {trace_id})", limits)
     if not steps:
         raise InvalidArgument(
             f"{where}: run_type", f"trace {trace_id} has no `llm` run with usable input or output messages"
         )
-    trace = Trace(
+    return Trace(
         steps=tuple(steps),
         external_id=trace_id,
         metadata=_trace_metadata(trace_id, timeline),
         spans=_spans(timeline, contributed),
     )
-    validate_trace(trace, f"{where} (trace {trace_id})")
-    return trace
 
 
 def _start_order(run: Run) -> tuple[bool, int, str]:
@@ -154,22 +172,24 @@ def _parent_id(run: Run) -> str | None:
 # --- the conversation --------------------------------------------------------------------------
 
 
-def _walk(timeline: list[Run]) -> tuple[list[Step], dict[int, tuple[int, ...]]]:
+def _walk(timeline: list[Run], where: str, limits: TraceLimits) -> tuple[list[Step], dict[int, tuple[int, ...]]]:
     """The merged steps, and for each run (by position) the steps it contributed."""
-    calls = {index: _call_steps(run) for index, run in enumerate(timeline) if run.get("run_type") == "llm"}
+    calls = {
+        index: _call_steps(run, where, limits) for index, run in enumerate(timeline) if run.get("run_type") == "llm"
+    }
     tools = {index: run for index, run in enumerate(timeline) if run.get("run_type") == "tool"}
     return merge_calls(calls, tools, _tool_run_result)
 
 
-def _call_steps(run: Run) -> Call:
+def _call_steps(run: Run, where: str, limits: TraceLimits) -> Call:
     """An llm run's prompt and answer as steps, stamped with the run's start and end."""
     inputs = decode_nested(run.get("inputs"))
     prompt: list[Step] = []
     if isinstance(inputs, dict):
         system = inputs.get("system", inputs.get("instructions"))
-        prompt = _steps({"role": "system", "content": system}) if system else []
-        prompt += _steps(_prompt_messages(inputs), "user")
-    outputs = _steps(_answer(decode_nested(run.get("outputs"))), "assistant")
+        prompt = _steps({"role": "system", "content": system}, where, limits) if system else []
+        prompt += _steps(_prompt_messages(inputs), where, limits, "user")
+    outputs = _steps(_answer(decode_nested(run.get("outputs"))), where, limits, "assistant")
     ended = run.get("end_time") or run.get("start_time")
     return stamp_steps(prompt, run.get("start_time")), stamp_steps(outputs, ended)
 
@@ -217,10 +237,10 @@ def _tool_run_result(run: Run, steps: list[Step], answered: set[str | None]) -> 
 # --- messages ----------------------------------------------------------------------------------
 
 
-def _steps(value: Any, role: str = "user") -> list[Step]:
+def _steps(value: Any, where: str, limits: TraceLimits, role: str = "user") -> list[Step]:
     """Steps from one message or a list of them; `role` is for bare strings. Unusable items are skipped."""
     items = value if isinstance(value, list) and not _is_pair(value) else [value]
-    return attach_reasoning(_item_steps(decode_nested(item), role) for item in items)
+    return attach_reasoning((_item_steps(decode_nested(item), role) for item in items), where, limits)
 
 
 def _item_steps(item: Any, role: str) -> tuple[list[Step], list[str]]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from stash_ingest.adapters.reading import as_object, nonblank, normalize_timestamp, to_json_text
+from stash_ingest.limits import TraceLimits, check_steps_read
 from stash_ingest.traces import Step
 
 # The role names frameworks write, as canonical roles.
@@ -73,8 +74,11 @@ def message_steps(role: str, parts: Parts) -> list[Step]:
     return [*parts.results, *message, *parts.calls]
 
 
-def attach_reasoning(items: Iterable[tuple[list[Step], list[str]]]) -> list[Step]:
-    """The steps of successive items; each item's reasoning goes to the first step it or a later item makes."""
+def attach_reasoning(items: Iterable[tuple[list[Step], list[str]]], where: str, limits: TraceLimits) -> list[Step]:
+    """The steps of successive items; each item's reasoning goes to the first step it or a later item makes.
+
+    One LLM call's messages all end up in the trace, so more of them than a trace may hold stops the reading
+    of `items` (a generator) at once, naming the trace read at `where`."""
     steps: list[Step] = []
     reasoning: list[str] = []
     for produced, thoughts in items:
@@ -83,6 +87,7 @@ def attach_reasoning(items: Iterable[tuple[list[Step], list[str]]]) -> list[Step
             produced[0] = with_metadata(produced[0], {"reasoning": "\n".join(reasoning)})
             reasoning = []
         steps.extend(produced)
+        check_steps_read(len(steps), where, limits)
     return steps
 
 

@@ -5,6 +5,9 @@ fine-tuning format, which is also the request body), a JSON array of messages (o
 response `{"choices": [...]}` (one trace of assistant steps per choice). Tool-call `arguments` are
 JSON text, sometimes encoded twice (the cookbook's drone file); legacy `function_call` and
 `role: "function"` are read as tool calls and results; `developer` is the newer name for `system`.
+A recorded request or fine-tuning line may carry a string `id` (not part of OpenAI's body): it becomes
+the trace's external id, so importing the same file again updates those traces instead of adding copies,
+as a response's `id` does.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.messages import media_text, with_metadata
 from stash_ingest.adapters.reading import (
     Record,
+    Records,
     as_object,
     json_type,
     read_records,
@@ -23,24 +27,25 @@ from stash_ingest.adapters.reading import (
     timestamp_metadata,
     to_json_text,
 )
-from stash_ingest.traces import Step, Trace, validate_trace
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, TraceReader, check_records, check_steps_read
+from stash_ingest.traces import Step, Trace
 
 ANTHROPIC_BLOCK_TYPES = frozenset({"image", "tool_use", "tool_result", "thinking", "redacted_thinking", "document"})
 
 ToolNames = dict[str, str]  # tool_call_id → tool name, so a result can name the tool it answers
 
 
-def parse_openai_chat(raw: bytes) -> list[Trace]:
+def parse_openai_chat(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:
     """Parse chat-completions messages (JSONL lines, a message array, a request or a response) into traces."""
-    units = _units(raw)
+    units = _units(raw, limits)
     if not units:
         raise InvalidArgument("payload", 'is empty; expected one {"messages": [...]} object per line')
-    traces: list[Trace] = []
+    check_records(len(units), limits)  # each unit is at least one trace
+    reader = TraceReader(limits)
     for where, value in units:
-        for at, trace in _read_unit(value, where):
-            validate_trace(trace, at)
-            traces.append(trace)
-    return traces
+        for at, trace in _read_unit(value, where, limits):
+            reader.add(trace, at)
+    return reader.traces
 
 
 def looks_like_openai_chat(value: Any) -> bool:
@@ -68,11 +73,12 @@ def _is_chat_message(value: Any) -> bool:
     return not any(isinstance(part, dict) and _text(part.get("type")) in ANTHROPIC_BLOCK_TYPES for part in parts)
 
 
-def _units(raw: bytes) -> list[Record]:
-    records = read_records(raw)
+def _units(raw: bytes, limits: TraceLimits) -> Records | list[Record]:
+    records = read_records(raw, {"messages.item.role": "steps"}, limits)  # every message is at least one step
     # A JSON array of bare messages is one conversation, not one trace per message.
-    if records and records[0][0].startswith("item ") and all(_is_bare_message(value) for _, value in records):
-        return [("document", [value for _, value in records])]
+    if records.values and records.values[0][0].startswith("item "):
+        if all(_is_bare_message(value) for _, value in records.values):
+            return [("document", [value for _, value in records.values])]
     return records
 
 
@@ -80,11 +86,11 @@ def _is_bare_message(value: Any) -> bool:
     return isinstance(value, dict) and "role" in value and "messages" not in value
 
 
-def _read_unit(value: Any, where: str) -> list[tuple[str, Trace]]:
+def _read_unit(value: Any, where: str, limits: TraceLimits) -> list[tuple[str, Trace]]:
     if isinstance(value, list):
-        return [(where, Trace(steps=_conversation(value, f"{where}: ")))]
+        return [(where, Trace(steps=_conversation(value, f"{where}: ", where, limits)))]
     if isinstance(value, dict) and "messages" in value:
-        return [(where, _request_trace(value, where))]
+        return [(where, _request_trace(value, where, limits))]
     if isinstance(value, dict) and "choices" in value:
         return _response_traces(value, where)
     raise InvalidArgument(
@@ -94,7 +100,7 @@ def _read_unit(value: Any, where: str) -> list[tuple[str, Trace]]:
     )
 
 
-def _request_trace(document: dict[str, Any], where: str) -> Trace:
+def _request_trace(document: dict[str, Any], where: str, limits: TraceLimits) -> Trace:
     messages = document["messages"]
     if not isinstance(messages, list):
         raise InvalidArgument(f"{where}: messages", f"must be an array of messages, not {json_type(messages)}")
@@ -106,7 +112,8 @@ def _request_trace(document: dict[str, Any], where: str) -> Trace:
         metadata["tools"] = tools
     if isinstance(document.get("parallel_tool_calls"), bool):
         metadata["parallel_tool_calls"] = document["parallel_tool_calls"]
-    return Trace(steps=_conversation(messages, f"{where}: messages"), metadata=metadata)
+    steps = _conversation(messages, f"{where}: messages", where, limits)
+    return Trace(steps=steps, external_id=text_or_none(document.get("id")), metadata=metadata)
 
 
 def _tool_names(tools: Any) -> list[str]:
@@ -151,11 +158,15 @@ def _response_metadata(document: dict[str, Any], choice: dict[str, Any]) -> dict
     return metadata
 
 
-def _conversation(messages: list[Any], prefix: str) -> tuple[Step, ...]:
+def _conversation(messages: list[Any], prefix: str, where: str, limits: TraceLimits) -> tuple[Step, ...]:
+    check_steps_read(len(messages), where, limits)  # every message is at least one step
     names: ToolNames = {}
     steps: list[Step] = []
     for index, message in enumerate(messages):
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        check_steps_read(len(steps) + (len(calls) if isinstance(calls, list) else 0), where, limits)
         steps.extend(_message_steps(message, f"{prefix}[{index}]", names))
+    check_steps_read(len(steps), where, limits)
     return tuple(steps)
 
 

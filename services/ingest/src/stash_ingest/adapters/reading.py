@@ -8,15 +8,27 @@ nanosecond times exceed 2**53. Every recorded time becomes one canonical text,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
+import ijson
 import orjson
 
 from stash_common.errors import InvalidArgument
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_spans_read, check_steps_read, check_traces_read
 
 Record = tuple[str, Any]  # (where it came from, e.g. "line 3", the parsed JSON value)
+# An adapter's arrays whose items are each at least one step, span or trace: an ijson path in one JSON
+# document to one small value per item ("steps.item.role", or "item" for a top-level array) → what each
+# item counts as. Counting a small field of each item spares building the item itself.
+Counted = Mapping[str, Literal["steps", "spans", "traces"]]
+
+# A JSON document (a line, or the whole payload) at least this large has its counted arrays counted by
+# streaming before it is parsed whole: parsing builds every value (about five times the bytes), counting
+# stops at the first item over the limit.
+STREAM_FROM = 1 << 20
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECONDS_FROM = 1e11  # epoch seconds stay below this until the year 5138; larger numbers are milliseconds
@@ -31,10 +43,27 @@ def load_json(data: bytes | str, where: str) -> Any:
 
 
 def split_jsonl(raw: bytes) -> Iterator[Record]:
-    """Each non-blank LF-separated line parsed as JSON, labelled `line N` (1-based)."""
-    for number, line in enumerate(raw.split(b"\n"), start=1):
-        if line.strip():
-            yield f"line {number}", load_json(line, f"line {number}")
+    """Each non-blank LF-separated line parsed as JSON when it is reached, labelled `line N` (1-based); a reader
+    that stops early (at a limit) has cut out only the lines before it."""
+    for number, line in _each_line(raw):
+        yield f"line {number}", load_json(line, f"line {number}")
+
+
+def _each_line(raw: bytes) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines with their numbers, each cut out of `raw` when it is reached."""
+    start = 0
+    for number in itertools.count(1):
+        end = raw.find(b"\n", start)
+        line = raw[start:] if end < 0 else raw[start:end]
+        if line and not line.isspace():
+            yield number, line
+        if end < 0:
+            return
+        start = end + 1
+
+
+def _jsonl_lines(raw: bytes) -> list[tuple[int, bytes]]:
+    return [(number, line) for number, line in enumerate(raw.split(b"\n"), start=1) if line and not line.isspace()]
 
 
 def split_growing_jsonl(raw: bytes) -> Iterator[Record]:
@@ -43,37 +72,135 @@ def split_growing_jsonl(raw: bytes) -> Iterator[Record]:
     A snapshot can catch the last line mid-write: an unterminated last line that is not valid JSON
     yet is left out, and the next, longer snapshot holds it whole.
     """
-    body, newline, tail = raw.rpartition(b"\n")
-    if newline and tail.strip():
+    last_newline = raw.rfind(b"\n")
+    tail = raw[last_newline + 1 :]
+    if last_newline >= 0 and tail.strip():
         try:
             orjson.loads(tail)
         except orjson.JSONDecodeError:
-            raw = body + newline
+            raw = raw[: last_newline + 1]
     return split_jsonl(raw)
 
 
-def read_records(raw: bytes) -> list[Record]:
-    """The payload as records: a JSON array gives its items, a JSON object itself, anything else JSONL."""
+class Records:
+    """The payload as records, each parsed only when it is reached: a JSON array gives its items, a JSON
+    object itself, anything else JSONL lines. `len` counts them without parsing a line, so a payload with
+    more records than an import may hold is refused before any is read; a large document's `counted`
+    arrays are counted before it is parsed.
+
+    `lines_first` reads a payload whose first line is JSON by itself as JSONL even when it is one line (named
+    `line 1`, not `document`; a one-line array still gives its items): the Stash format's rule."""
+
+    def __init__(
+        self,
+        raw: bytes,
+        counted: Counted | None = None,
+        limits: TraceLimits = DEFAULT_LIMITS,
+        lines_first: bool = False,
+    ) -> None:
+        self.counted = counted or {}
+        self.limits = limits
+        self.values: list[Record] | None = None
+        self.lines: list[tuple[int, bytes]] = []
+        self.first_line: Record | None = None  # the first line, when it was parsed to decide the shape
+        if lines_first and self._read_as_lines(raw):
+            return
+        self._check_counts(raw, "document")
+        try:
+            whole = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            self.lines = _jsonl_lines(raw)  # JSONL: the whole-document parse stopped at the end of the first line
+        else:
+            self.values = _items(whole) if isinstance(whole, list) else [("document", whole)]
+
+    def _read_as_lines(self, raw: bytes) -> bool:
+        lines = _jsonl_lines(raw)
+        if not lines:
+            return False
+        number, line = lines[0]
+        self._check_counts(line, f"line {number}")
+        try:
+            first = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return False  # a pretty-printed document, or not JSON at all
+        if len(lines) == 1 and isinstance(first, list):
+            self.values = _items(first)
+        else:
+            self.lines, self.first_line = lines, (f"line {number}", first)
+        return True
+
+    def __len__(self) -> int:
+        return len(self.values) if self.values is not None else len(self.lines)
+
+    def __iter__(self) -> Iterator[Record]:
+        if self.values is not None:
+            return iter(self.values)
+        return self._line_records()
+
+    def _line_records(self) -> Iterator[Record]:
+        for index, (number, line) in enumerate(self.lines):
+            yield self.first_line if index == 0 and self.first_line is not None else self._line(number, line)
+
+    def _line(self, number: int, line: bytes) -> Record:
+        self._check_counts(line, f"line {number}")
+        return f"line {number}", load_json(line, f"line {number}")
+
+    def _check_counts(self, data: bytes, where: str) -> None:
+        """For a large document: its counted arrays within the limits, counted without building the document
+        (of a JSONL payload, its first line)."""
+        if len(data) < STREAM_FROM:
+            return
+        is_array = data[:4096].lstrip()[:1] == b"["
+        for path, counts_as in self.counted.items():
+            if (path == "item" or path.startswith("item.")) != is_array:
+                continue  # a path of the other shape would be scanned to the end for nothing
+            most = {"steps": self.limits.steps_per_trace, "spans": self.limits.spans_per_trace}.get(
+                counts_as, self.limits.traces_per_import
+            )
+            count = count_items(data, path, most)
+            if counts_as == "steps":
+                check_steps_read(count, where, self.limits)
+            elif counts_as == "spans":
+                check_spans_read(count, where, self.limits)
+            else:
+                check_traces_read(count, self.limits)
+
+    def first(self) -> Record | None:
+        """The first record, or None for an empty payload."""
+        return next(iter(self), None)
+
+
+def read_records(raw: bytes, counted: Counted | None = None, limits: TraceLimits = DEFAULT_LIMITS) -> Records:
+    """The payload's records (see `Records`), read lazily."""
+    return Records(raw, counted, limits)
+
+
+def _items(array: list[Any]) -> list[Record]:
+    return [(f"item {index}", item) for index, item in enumerate(array)]
+
+
+def count_items(data: bytes, path: str, most: int) -> int:
+    """How many items the array at `path` of the first JSON document in `data` holds, up to `most + 1`: the
+    items are streamed one at a time and the count stops past `most`. Invalid JSON ends the count where it
+    starts; parsing the document reports it."""
+    count = 0
     try:
-        whole = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return list(split_jsonl(raw))
-    if isinstance(whole, list):
-        return [(f"item {index}", item) for index, item in enumerate(whole)]
-    return [("document", whole)]
+        for _ in ijson.items(data, path, use_float=True):
+            count += 1
+            if count > most:
+                break
+    except ijson.JSONError:
+        pass
+    return count
 
 
 def first_value(raw: bytes) -> Any:
     """The first JSON value of a payload (the document, the first array item, or the first line), or None."""
     try:
-        records = read_records(raw)
+        first = read_records(raw).first()
     except InvalidArgument:
-        first_line = next((line for line in raw.split(b"\n") if line.strip()), b"")
-        try:
-            return orjson.loads(first_line)
-        except orjson.JSONDecodeError:
-            return None
-    return records[0][1] if records else None
+        return None
+    return first[1] if first else None
 
 
 def decode_nested(value: Any, depth: int = 3) -> Any:

@@ -18,6 +18,7 @@ from stash_ingest.adapters import (
     stash,
 )
 from stash_ingest.adapters.reading import first_value
+from stash_ingest.limits import TraceLimits
 from stash_ingest.traces import Trace
 
 AUTO = "auto"
@@ -25,11 +26,13 @@ AUTO = "auto"
 
 @dataclass(frozen=True)
 class Adapter:
-    """One input format: its name, what it reads, its parser and its shape test."""
+    """One input format: its name, what it reads, its parser and its shape test.
+
+    The parser validates every trace and applies the limits while it reads (`stash_ingest.limits`)."""
 
     name: str
     description: str
-    parse: Callable[[bytes], list[Trace]]
+    parse: Callable[[bytes, TraceLimits], list[Trace]]
     looks_like: Callable[[Any], bool]
 
 

@@ -15,21 +15,37 @@ from typing import Any
 import orjson
 
 from stash_common.errors import InvalidArgument
-from stash_ingest.adapters.reading import Record, json_type, read_records, split_jsonl
-from stash_ingest.traces import ROLES, Span, Step, Trace, validate_trace
+from stash_ingest.adapters.reading import Counted, Records, json_type
+from stash_ingest.limits import (
+    DEFAULT_LIMITS,
+    TraceLimits,
+    TraceReader,
+    check_records,
+    check_spans_read,
+    check_steps_read,
+)
+from stash_ingest.traces import ROLES, Span, Step, Trace
 
 TRACE_FIELDS = ("id", "title", "metadata", "steps", "spans")
 STEP_FIELDS = ("role", "content", "tool_name", "tool_input", "tool_call_id", "metadata")
 SPAN_FIELDS = ("id", "parent_id", "name", "kind", "start_ns", "end_ns", "input", "output", "step_indices")
 _DECIMAL = re.compile(r"[0-9]+")
+_KNOWN: dict[tuple[str, ...], frozenset[str]] = {
+    fields: frozenset(fields) for fields in (TRACE_FIELDS, STEP_FIELDS, SPAN_FIELDS)
+}
 
 
-def parse_stash(raw: bytes) -> list[Trace]:
-    """Parse Stash Trace Format JSONL (one trace object per line) into validated traces."""
-    records = _read_lines(raw)
+def parse_stash(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:
+    """Parse Stash Trace Format JSONL (one trace object per line, or a JSON array of them) into validated traces."""
+    counted: Counted = {"steps.item.role": "steps", "spans.item.id": "spans", "item": "traces"}
+    records = Records(raw, counted, limits, lines_first=True)
     if not records:
         raise InvalidArgument("payload", "is empty; expected one Stash trace object per line")
-    return [_read_trace(value, where) for where, value in records]
+    check_records(len(records), limits)
+    reader = TraceReader(limits)
+    for where, value in records:
+        reader.add(_read_trace(value, where, limits), where)
+    return reader.traces
 
 
 def looks_like_stash(value: Any) -> bool:
@@ -86,32 +102,21 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _read_lines(raw: bytes) -> list[Record]:
-    try:
-        records = list(split_jsonl(raw))
-    except InvalidArgument:
-        # Not JSONL: a pretty-printed trace or array reads as one document; anything else re-raises the line error.
-        records = read_records(raw)
-    if len(records) == 1 and isinstance(records[0][1], list):
-        return [(f"item {index}", item) for index, item in enumerate(records[0][1])]
-    return records
-
-
-def _read_trace(value: Any, where: str) -> Trace:
+def _read_trace(value: Any, where: str, limits: TraceLimits) -> Trace:
     document = _object(value, where, "must be a JSON object with `steps` (one trace per line)")
     prefix = f"{where}: "
     _reject_unknown(document, TRACE_FIELDS, prefix)
     steps = _array(document, "steps", prefix, required=True)
+    check_steps_read(len(steps), where, limits)
     spans = _array(document, "spans", prefix, required=False)
-    trace = Trace(
+    check_spans_read(len(spans), where, limits)
+    return Trace(
         steps=tuple(_read_step(step, f"{prefix}steps[{index}]") for index, step in enumerate(steps)),
         external_id=_string(document, "id", prefix),
         title=_string(document, "title", prefix),
         metadata=_mapping(document, "metadata", prefix) or {},
         spans=tuple(_read_span(span, f"{prefix}spans[{index}]") for index, span in enumerate(spans)),
     )
-    validate_trace(trace, where)
-    return trace
 
 
 def _read_step(value: Any, at: str) -> Step:
@@ -155,6 +160,8 @@ def _object(value: Any, at: str, reason: str) -> dict[str, Any]:
 
 
 def _reject_unknown(document: dict[str, Any], known: tuple[str, ...], prefix: str) -> None:
+    if _KNOWN[known].issuperset(document):
+        return
     for key in document:
         if key not in known:
             raise InvalidArgument(f"{prefix}{key}", f"is not a Stash trace field; expected {', '.join(known)}")

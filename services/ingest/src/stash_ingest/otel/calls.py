@@ -22,6 +22,7 @@ from typing import Any
 
 from stash_ingest.adapters.messages import with_metadata
 from stash_ingest.adapters.reading import timestamp_from_ns
+from stash_ingest.limits import TraceLimits, check_steps_read
 from stash_ingest.otel.conventions import genai, openinference, openllmetry
 from stash_ingest.otel.messages import Located, steps_of
 from stash_ingest.otel.spans import SpanView
@@ -57,14 +58,20 @@ class Call:
     outputs: list[Step]
 
 
-def call_of(view: SpanView, where: str) -> Call | None:
-    """The LLM call a span records; None for other spans and for calls that recorded no messages."""
+def call_of(view: SpanView, where: str, trace_where: str, limits: TraceLimits) -> Call | None:
+    """The LLM call a span records; None for other spans and for calls that recorded no messages.
+
+    Every message is at least one step and every message of a call ends up in its trace (read at
+    `trace_where`), so a call with more messages than a trace may hold steps is refused before they become steps,
+    and one whose message text is large before that text is decoded."""
     if any(marks_other(view.attributes) for marks_other in NOT_LLM_TESTS):
         return None
+    check_steps_read(genai.streamed_message_count(view, limits.steps_per_trace), trace_where, limits)
     inputs = [*genai.system_instructions(view, where), *_first_source(INPUT_SOURCES, view, where)]
     outputs = _first_source(OUTPUT_SOURCES, view, where)
     if not inputs and not outputs:
         return None
+    check_steps_read(len(inputs) + len(outputs), trace_where, limits)
     moment = timestamp_from_ns(view.end_ns) if view.end_ns else None
     stamp = {"timestamp": moment} if moment else {}
     output_steps = [with_metadata(step, stamp) for step in steps_of(outputs)]

@@ -15,11 +15,12 @@ instrumentations that log messages instead of recording them on spans still give
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.reading import Record
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_spans_read, check_traces_read
 from stash_ingest.otel.conventions.genai import GENAI_EVENTS
 from stash_ingest.otel.values import attributes, hex_id, nanos
 
@@ -39,8 +40,9 @@ def group_spans(documents: Iterable[Mapping[str, Any]]) -> dict[str, list[SpanDi
     return group_records([(f"document {index}", document) for index, document in enumerate(documents)])
 
 
-def group_records(records: Sequence[Record]) -> dict[str, list[SpanDict]]:
-    """`group_spans` of parsed records, each named by where it was read (`line 3`, `item 0`)."""
+def group_records(records: Iterable[Record], limits: TraceLimits = DEFAULT_LIMITS) -> dict[str, list[SpanDict]]:
+    """`group_spans` of parsed records, each named by where it was read (`line 3`, `item 0`); the traces and each
+    trace's spans are counted as they are grouped, so a payload over a limit stops at the first span over it."""
     groups: dict[str, list[SpanDict]] = {}
     positions: dict[SpanKey, int] = {}
     for where, document in records:
@@ -48,9 +50,11 @@ def group_records(records: Sequence[Record]) -> dict[str, list[SpanDict]]:
         for at, span in spans_of(document, where):
             trace_id, span_id = check_span(span, at)
             spans = groups.setdefault(trace_id, [])
+            check_traces_read(len(groups), limits)
             if span_id:
                 positions[trace_id, span_id] = len(spans)
             spans.append(span)
+            check_spans_read(len(spans), f"trace {trace_id}", limits)
     for where, document in records:
         for at, record, resource in _genai_logs_of(document, where):
             _attach_log(groups, positions, record, resource, at)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from stash_ingest.adapters.reading import decode_nested, to_json_text
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_steps_read
 from stash_ingest.otel.calls import Call, call_of
 from stash_ingest.otel.conventions import genai, openinference, openllmetry
 from stash_ingest.otel.history import merge_calls
@@ -52,12 +53,19 @@ INPUT_VALUE_KEYS = ("input.value", "gen_ai.input.messages", "traceloop.entity.in
 OUTPUT_VALUE_KEYS = ("output.value", "gen_ai.output.messages", "traceloop.entity.output", "gen_ai.tool.call.result")
 
 
-def build_trace(trace_id: str, spans: Sequence[Mapping[str, Any]]) -> Trace | None:
-    """The trace made of all these span dicts of one trace; None while they hold no non-system LLM message."""
+def build_trace(
+    trace_id: str, spans: Sequence[Mapping[str, Any]], limits: TraceLimits = DEFAULT_LIMITS
+) -> Trace | None:
+    """The trace made of all these span dicts of one trace; None while they hold no non-system LLM message.
+
+    A call with more messages than the trace may hold steps is refused as it is read (`call_of`), the merged
+    conversation as soon as it is merged."""
     trace_id = hex_id(trace_id, "trace id")
     views = span_views(trace_id, spans)
-    calls = [call for view in views if (call := call_of(view, f"{trace_where(trace_id)}: span {view.id}"))]
+    where = trace_where(trace_id)
+    calls = [call for view in views if (call := call_of(view, f"{where}: span {view.id}", where, limits))]
     steps, contributed = merge_calls(calls)
+    check_steps_read(len(steps), trace_where(trace_id), limits)
     if all(step.role == "system" for step in steps):
         return None
     return Trace(

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-import anthropic
-
 MAX_TOKENS = 4000
 TIMEOUT_S = 60.0
 MISSING_KEY = "no fast model is configured: set STASH_ANTHROPIC_API_KEY (and optionally STASH_FAST_MODEL)"
@@ -29,7 +27,10 @@ class AnthropicFastModel:
     """`FastModel` through the official anthropic client."""
 
     def __init__(self, api_key: str, model: str, base_url: str | None = None) -> None:
+        import anthropic  # seconds of start-up: only a labeler with a key loads the SDK
+
         self.client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=1, timeout=TIMEOUT_S)
+        self.api_error = anthropic.APIError
         self.model = model
 
     def answer(self, prompt: str, tool: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +43,7 @@ class AnthropicFastModel:
                 tool_choice={"type": "tool", "name": tool},
                 messages=[{"role": "user", "content": prompt}],
             )
-        except anthropic.APIError as error:
+        except self.api_error as error:
             raise ModelFailure(f"{self.model} failed: {error}") from None
         for block in message.content:
             if block.type == "tool_use" and block.name == tool and isinstance(block.input, dict):

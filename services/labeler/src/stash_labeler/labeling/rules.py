@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 import orjson
 
@@ -34,28 +35,43 @@ from stash_labeler.label_schema import EVIDENCE_MAX_CHARS, LabelSource, StepLabe
 from stash_labeler.traces import LabelerTrace
 
 
-def _phrases(*words: str) -> re.Pattern[str]:
-    return re.compile(r"(?<![\w'])(" + "|".join(re.escape(w) for w in words) + r")(?![\w'])", re.IGNORECASE)
+class Phrases:
+    """Whole-phrase, case-insensitive search for any of a lexicon's phrases.
+
+    The full expression checks the surroundings of every phrase at every position; in ASCII text (where
+    ignoring case is exactly lowering it) a phrase can only match where its lowered spelling occurs, which
+    a plain alternation finds much faster, so text without any of them is answered without the full one.
+    """
+
+    def __init__(self, *words: str) -> None:
+        self.pattern = re.compile(r"(?<![\w'])(" + "|".join(re.escape(w) for w in words) + r")(?![\w'])", re.IGNORECASE)
+        self.spellings = re.compile("|".join(re.escape(word.lower()) for word in words))
+
+    def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        """The first phrase at or after `pos`, like `re.Pattern.search`."""
+        if text.isascii() and self.spellings.search(text.lower(), pos) is None:
+            return None
+        return self.pattern.search(text, pos)
 
 
-POSITIVE = _phrases(
+POSITIVE = Phrases(
     "thanks", "thank you", "thx", "great", "perfect", "awesome", "excellent", "that works", "works now",
     "it works", "exactly", "looks good", "lgtm", "nice", "correct", "brilliant", "helpful", "solved", "fixed it",
 )  # fmt: skip
-NEGATIVE = _phrases(
+NEGATIVE = Phrases(
     "wrong", "incorrect", "not what i asked", "doesn't work", "does not work", "didn't work", "did not work",
     "still broken", "still failing", "not right", "that's not", "that is not", "useless", "no,", "nope",
     "you didn't", "you did not", "you broke", "broke", "mistake", "not helpful", "stop", "undo", "revert",
 )  # fmt: skip
-RESERVATION = _phrases("but", "however", "except", "although", "almost", "mostly", "partly")
+RESERVATION = Phrases("but", "however", "except", "although", "almost", "mostly", "partly")
 FOLLOW_UP = re.compile(r"^\s*(also|and|what about|how about|one more|another thing|additionally|then)\b", re.I)
-NOT_FOUND = _phrases("not found", "no such", "does not exist", "doesn't exist", "no results", "0 results", "404")
-FAILED = _phrases(
+NOT_FOUND = Phrases("not found", "no such", "does not exist", "doesn't exist", "no results", "0 results", "404")
+FAILED = Phrases(
     "i couldn't", "i could not", "i can't", "i cannot", "unable to", "not able to", "failed to", "unfortunately",
     "i was not able", "i wasn't able", "no way to",
 )  # fmt: skip
-PARTIAL = _phrases("partially", "some of", "part of", "for now", "remaining", "still need", "not yet")
-HEDGED = _phrases(
+PARTIAL = Phrases("partially", "some of", "part of", "for now", "remaining", "still need", "not yet")
+HEDGED = Phrases(
     "i think", "might", "may", "maybe", "probably", "possibly", "not sure", "it seems", "seems", "likely",
     "should work", "i believe", "perhaps", "if i understand",
 )  # fmt: skip
@@ -92,14 +108,17 @@ def label_chunks(chunks: Sequence[Chunk]) -> list[StepLabel]:
     """Labels of every chunk, in order; each request starts the next task (agent work before it joins t0)."""
     labels: list[StepLabel] = []
     first_calls: dict[bytes, str] = {}  # call signature → the first chunk that made that call
-    tasks_started = 0
+    tasks_started = 0  # the first user message starts the first task, so 0 also means no user spoke yet
+    latest_answer: StepLabel | None = None  # what a user's verdict is about
     for position, chunk in enumerate(chunks):
         if chunk.kind == "user":
-            intent = _user_intent(chunk.action.content, labels)
+            reaction = _Reaction.of(chunk.action.content)
+            intent = _user_intent(chunk.action.content, reaction, labels, latest_answer, tasks_started == 0)
             tasks_started += intent == "request"
-            label = _user_label(chunk, labels, intent, _task(tasks_started))
+            label = _user_label(chunk, reaction, latest_answer, intent, _task(tasks_started))
         else:
             label = _agent_label(chunk, chunks, position, _task(tasks_started), first_calls)
+            latest_answer = label if label.is_answer else latest_answer
         if chunk.kind == "tool_call" and chunk.action.role == "assistant":
             first_calls.setdefault(_call_signature(chunk), chunk.chunk_id)
         labels.append(label)
@@ -110,10 +129,35 @@ def _task(tasks_started: int) -> str:
     return f"t{max(tasks_started - 1, 0)}"
 
 
-def _user_label(chunk: Chunk, earlier: Sequence[StepLabel], intent: str, task_id: str) -> StepLabel:
-    text = chunk.action.content
-    latest_answer = _latest_answer(earlier)
-    verdict, reaction = _verdict(text) if latest_answer is not None else ("none", None)
+class _Reaction:
+    """What the reaction lexicon finds in a user message: each lexicon is searched once."""
+
+    __slots__ = ("negative", "positive", "text")
+
+    def __init__(self, text: str, negative: re.Match[str] | None, positive: re.Match[str] | None) -> None:
+        self.text, self.negative, self.positive = text, negative, positive
+
+    @classmethod
+    def of(cls, text: str) -> _Reaction:
+        return cls(text, NEGATIVE.search(text), POSITIVE.search(text))
+
+    def verdict(self) -> tuple[str, re.Match[str] | None]:
+        """The verdict on the latest answer, and the phrase that decided it."""
+        if self.negative:
+            return "rejected", self.negative
+        if self.positive:
+            reserved = RESERVATION.search(self.text, self.positive.end())
+            return ("partially_accepted" if reserved else "accepted"), self.positive
+        return "none", None
+
+    def sentiment(self) -> str:
+        return "negative" if self.negative else "positive" if self.positive else "neutral"
+
+
+def _user_label(
+    chunk: Chunk, reaction: _Reaction, latest_answer: StepLabel | None, intent: str, task_id: str
+) -> StepLabel:
+    verdict, phrase = reaction.verdict() if latest_answer is not None else ("none", None)
     return StepLabel(
         chunk_id=chunk.chunk_id,
         task_id=task_id,
@@ -121,35 +165,20 @@ def _user_label(chunk: Chunk, earlier: Sequence[StepLabel], intent: str, task_id
         intent=intent,
         verdict=verdict,
         verdict_target=latest_answer.chunk_id if verdict != "none" and latest_answer else None,
-        sentiment=_sentiment(text),
-        evidence=_excerpt(reaction.group(0)) if reaction else None,
-        note=f"reaction lexicon: {reaction.group(0)!r}" if reaction else None,
+        sentiment=reaction.sentiment(),
+        evidence=_excerpt(phrase.group(0)) if phrase else None,
+        note=f"reaction lexicon: {phrase.group(0)!r}" if phrase else None,
     )
 
 
-def _latest_answer(earlier: Sequence[StepLabel]) -> StepLabel | None:
-    return next((label for label in reversed(earlier) if label.is_answer), None)
-
-
-def _verdict(text: str) -> tuple[str, re.Match[str] | None]:
-    negative, positive = NEGATIVE.search(text), POSITIVE.search(text)
-    if negative:
-        return "rejected", negative
-    if positive:
-        return ("partially_accepted" if RESERVATION.search(text, positive.end()) else "accepted"), positive
-    return "none", None
-
-
-def _sentiment(text: str) -> str:
-    return "negative" if NEGATIVE.search(text) else "positive" if POSITIVE.search(text) else "neutral"
-
-
-def _user_intent(text: str, earlier: Sequence[StepLabel]) -> str:
-    if not any(label.actor == "user" for label in earlier):
+def _user_intent(
+    text: str, reaction: _Reaction, earlier: Sequence[StepLabel], latest_answer: StepLabel | None, first: bool
+) -> str:
+    if first:
         return "request"
     if earlier[-1].type == "question":
         return "answer"
-    verdict = _verdict(text)[0] if _latest_answer(earlier) else "none"
+    verdict = reaction.verdict()[0] if latest_answer else "none"
     if verdict == "rejected":
         return "correction" if len(text.split()) > 6 else "feedback"
     if verdict != "none":
@@ -168,7 +197,9 @@ def _agent_label(
         return _agent_message(chunk, task_id, "message", outcome="none", stance="none", coverage="none")
     if text.rstrip().endswith("?"):
         return _agent_message(chunk, task_id, "question", outcome="none", stance="none", coverage="none")
-    failed, partial, hedged = FAILED.search(text), PARTIAL.search(text), HEDGED.search(text)
+    failed = FAILED.search(text)
+    partial = None if failed else PARTIAL.search(text)  # a failure decides the outcome and the evidence
+    hedged = HEDGED.search(text)
     outcome = "failed" if failed else "partial" if partial else "done"
     return _agent_message(
         chunk,
@@ -239,6 +270,12 @@ def _tool_label(chunk: Chunk, first_calls: Mapping[bytes, str], task_id: str) ->
 def _writes(tool_name: str, tool_input: Mapping[str, object]) -> bool:
     if tool_name.lower() in SHELL_TOOLS:
         return not _read_only_command(_command(tool_input))
+    return _names_a_write(tool_name)
+
+
+@lru_cache(maxsize=4096)
+def _names_a_write(tool_name: str) -> bool:
+    """Whether a tool's name has a writing verb in it (a trace calls the same few tools again and again)."""
     return any(word in WRITE_VERBS for word in re.split(r"[^a-z]+", _split_camel(tool_name).lower()) if word)
 
 

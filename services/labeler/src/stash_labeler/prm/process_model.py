@@ -4,7 +4,7 @@ A live window's patterns are the rule detectors' matches, then what the LLM clas
 strategy is `rules+ml`. A stored trace's tool calls become events replayed through a task log of
 50 events; each pattern is reported once, as a `Finding` at the first window where it fired, with
 the steps that window's matching events cover. Nothing here reads or writes the database: the
-evaluation worker keeps the findings with `store.replace_findings`, and `correction_ledger.py`
+evaluation worker keeps the findings with `store.save_evaluations`, and `correction_ledger.py`
 turns patterns into the corrections it records.
 """
 

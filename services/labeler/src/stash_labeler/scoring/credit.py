@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 ANCHORS: dict[str, float] = {
@@ -60,11 +61,23 @@ def anchored_distribution(credit: float) -> dict[str, float]:
     Rule-based scores have no model probabilities; saving them this way lets every consumer read
     one kind of distribution.
     """
+    return dict(_anchored_shares(credit))
+
+
+@lru_cache(maxsize=4096)
+def anchored_expected_credit(credit: float) -> float | None:
+    """`expected_credit(anchored_distribution(credit))`, remembered: rule scores repeat a few credits."""
+    return expected_credit(anchored_distribution(credit))
+
+
+@lru_cache(maxsize=4096)
+def _anchored_shares(credit: float) -> tuple[tuple[str, float], ...]:
     credit = min(1.0, max(-1.0, credit))
     labels = list(ANCHORS)
     for lower, upper in zip(labels, labels[1:], strict=False):
         low, high = ANCHORS[lower], ANCHORS[upper]
         if low <= credit <= high:
             upper_share = round((credit - low) / (high - low), 10)
-            return {label: share for label, share in ((lower, 1 - upper_share), (upper, upper_share)) if share > 0}
+            shares = ((lower, 1 - upper_share), (upper, upper_share))
+            return tuple((label, share) for label, share in shares if share > 0)
     raise AssertionError("credit is clamped to the anchors' range")

@@ -28,7 +28,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from stash_labeler.label_schema import StepLabel
-from stash_labeler.scoring.credit import ANCHORS, anchored_distribution, expected_credit, ordinal_credit
+from stash_labeler.scoring.credit import (
+    ANCHORS,
+    anchored_distribution,
+    anchored_expected_credit,
+    expected_credit,
+    ordinal_credit,
+)
 
 WORK_COSTS: dict[str, float] = {"lookup": -0.03, "change": -0.05, "question": -0.05, "message": 0.0}
 ERROR_COST = -0.10
@@ -104,7 +110,9 @@ class ChunkScore:
     @property
     def expected_credit(self) -> float | None:
         """Probability-weighted credit of the saved distribution (rule scores: equal to `credit`)."""
-        return expected_credit(self.credit_distribution)
+        if self.graded and self.distribution:
+            return expected_credit(self.distribution)
+        return anchored_expected_credit(self.credit)
 
     @property
     def ordinal_credit(self) -> int:

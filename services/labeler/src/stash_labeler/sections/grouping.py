@@ -1,7 +1,9 @@
 """group_sections: the trace's steps as tasks → subtasks → steps, with immediate fallback titles.
 
 Tasks: explicit task labels (`metadata["task"]` on steps) take precedence; without any, each user
-request starts a task. Steps before the first task boundary are a leading task of their own.
+request starts a task. Leading context before the first task boundary (a system prompt, setup messages)
+stays with the first task, in recorded order; leading work (agent actions before any request, as after a
+compaction) is a task of its own.
 Subtasks inside a task: a recorded progress message (an assistant message followed by more tool
 calls of the same task, or Codex's `phase: commentary`) starts one; in a task with no progress
 message a recognised change of work does (see `work.py`). A boundary only splits once the current
@@ -13,20 +15,15 @@ assistant response or tool call is context (`graded` false). Step ids are the tr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stash_common.steps import TraceStep
+from stash_common.titles import title_line
 from stash_labeler.sections.work import Work, work_of
 
 TASK_LABEL_KEY = "task"
-MAX_TITLE_CHARS = 80
 _INTERRUPTIONS = ("[Request interrupted by user",)
-_COMMAND_NAME = re.compile(r"<command-name>\s*([^<]+?)\s*</command-name>")
-# Codex desktop puts attached files first and the request under this heading.
-_CODEX_REQUEST = re.compile(r"^#+ My request for Codex:\s*$", re.MULTILINE)
-_MARKUP = re.compile(r"<[^>]+>")
 
 
 @dataclass(frozen=True)
@@ -60,21 +57,6 @@ def is_request(step: TraceStep) -> bool:
     return step.role == "user" and bool(step.content.strip()) and not step.content.startswith(_INTERRUPTIONS)
 
 
-def first_line(text: str) -> str:
-    """A title from free text: a slash command's name, else the first non-blank line without markup."""
-    command = _COMMAND_NAME.search(text)
-    if command:
-        return command.group(1)
-    codex_request = _CODEX_REQUEST.search(text)
-    if codex_request:
-        text = text[codex_request.end() :]
-    for line in _MARKUP.sub(" ", text).splitlines():
-        words = " ".join(line.split()).lstrip("#*- ").strip()
-        if words:
-            return words if len(words) <= MAX_TITLE_CHARS else words[: MAX_TITLE_CHARS - 1].rstrip() + "…"
-    return ""
-
-
 def _task_runs(steps: list[TraceStep]) -> list[tuple[str | None, list[TraceStep]]]:
     labelled = any(_label(step) for step in steps)
     runs: list[tuple[str | None, list[TraceStep]]] = []
@@ -87,7 +69,20 @@ def _task_runs(steps: list[TraceStep]) -> list[tuple[str | None, list[TraceStep]
         if starts or not runs:
             runs.append((label if labelled else None, []))
         runs[-1][1].append(step)
-    return runs
+    return _with_leading_context_joined(runs, labelled)
+
+
+def _with_leading_context_joined(
+    runs: list[tuple[str | None, list[TraceStep]]], labelled: bool
+) -> list[tuple[str | None, list[TraceStep]]]:
+    """The runs with a leading run of context (before the first boundary, no agent action) joined to the next."""
+    if len(runs) < 2:
+        return runs
+    (label, leading), (next_label, following) = runs[0], runs[1]
+    before_first_boundary = label is None if labelled else not is_request(leading[0])
+    if not before_first_boundary or any(step.is_action for step in leading):
+        return runs
+    return [(next_label, leading + following), *runs[2:]]
 
 
 def _label(step: TraceStep) -> str | None:
@@ -109,8 +104,8 @@ def _task_title(steps: list[TraceStep], label: str | None) -> tuple[str, str]:
     if label:
         return label, "label"
     request = next((step for step in steps if is_request(step)), None)
-    if request is not None and first_line(request.content):
-        return first_line(request.content), "request"
+    if request is not None and title_line(request.content):
+        return title_line(request.content), "request"
     return "Context", "context"
 
 
@@ -152,11 +147,11 @@ def _subtask(steps: list[TraceStep], progress_ids: set[str]) -> Section:
     works = [work for work in map(work_of, steps) if work is not None]
     activity = works[0].kind if works else None
     message = next((step for step in steps if step.id in progress_ids), None)
-    if message is not None and first_line(message.content):
-        return Section("subtask", first_line(message.content), "progress", ids, graded, activity)
+    if message is not None and title_line(message.content):
+        return Section("subtask", title_line(message.content), "progress", ids, graded, activity)
     if works:
         return Section("subtask", works[0].title, "activity", ids, graded, activity)
     request = next((step for step in steps if is_request(step)), None)
-    if request is not None and first_line(request.content):
-        return Section("subtask", first_line(request.content), "request", ids, graded, activity)
+    if request is not None and title_line(request.content):
+        return Section("subtask", title_line(request.content), "request", ids, graded, activity)
     return Section("subtask", "Context" if not graded else "Response", "context", ids, graded, activity)

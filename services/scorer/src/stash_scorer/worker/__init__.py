@@ -1,4 +1,4 @@
-"""The scoring worker: `python -m stash_scorer.worker <job_dir>`, the only scorer code that loads torch.
+"""The scoring worker: `python -m stash_common.jobs.worker score <job_dir>`, the only scorer code that loads torch.
 
 It reads a score job directory written by the scorer service (`stash_scorer.job_contract`), downloads
 the reward model's checkpoint archive from object storage into a temporary directory, scores every

@@ -11,7 +11,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from stash_common.job_transfer import download_files
+from stash_common.jobs.transfer import download_files
 from stash_common.settings import load
 from stash_common.worker_storage import WorkerStorageSettings
 from stash_scorer.job_contract import INPUT_FILES

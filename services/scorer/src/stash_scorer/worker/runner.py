@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from stash_common.errors import FailedPrecondition, StashError
-from stash_common.job_files import job_log
+from stash_common.jobs.files import job_log
 from stash_common.settings import load
 from stash_common.worker_storage import WorkerStorageSettings, fetch_checkpoint
 from stash_scorer.job_contract import (

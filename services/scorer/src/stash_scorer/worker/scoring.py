@@ -15,6 +15,7 @@ from stash_common.errors import ResourceExhausted
 from stash_common.reward_model.checkpoint import load_checkpoint
 from stash_common.reward_model.device import configure_threads, select_device
 from stash_common.reward_model.strategies import ActionScorer, ScoringModel, choose_strategy, strategy
+from stash_common.reward_model.window import read_input_window
 from stash_scorer.job_contract import ScoreJob
 from stash_scorer.worker.traces import TraceInput
 
@@ -25,11 +26,15 @@ def load_scoring_model(model_dir: Path, job: ScoreJob) -> tuple[ScoringModel, Ac
     """The checkpoint at `model_dir` on the best device, and the strategy that scores its actions."""
     device = select_device()
     threads = configure_threads(device)
-    model, tokenizer = load_checkpoint(model_dir, device, job.max_length, field="reward_model_key")
+    window = read_input_window(model_dir)
+    limit = job.max_length if window is None else window
+    model, tokenizer = load_checkpoint(model_dir, device, limit, field="reward_model_key")
     name = choose_strategy(model)
     LOG.info("scoring with %s on %s (%d threads), strategy %s", type(model).__name__, device, threads, name)
-    # The tokenizer's limit is the job's, capped at what the model embeds (MiniLM: 512 positions).
-    return ScoringModel(model, tokenizer, device, tokenizer.model_max_length, job.batch_size), strategy(name)
+    # The limit is the checkpoint's sectioned window, else the job's (left truncation), capped at what the model
+    # embeds (MiniLM: 512 positions).
+    scoring = ScoringModel(model, tokenizer, device, tokenizer.model_max_length, job.batch_size, window is not None)
+    return scoring, strategy(name)
 
 
 def score_trace(

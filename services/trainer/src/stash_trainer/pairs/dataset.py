@@ -16,9 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from stash_common.errors import FailedPrecondition, InvalidArgument
-from stash_trainer.pairs.automatic import automatic_pairs, parse_training_config
+from stash_trainer.pairs.automatic import (
+    TrainingConfig,
+    automatic_pairs,
+    parse_training_config,
+    sampled_action_ids,
+)
 from stash_trainer.pairs.explicit import explicit_pairs
-from stash_trainer.pairs.feedback import Extraction, FeedbackExtractor
+from stash_trainer.pairs.feedback import CRITERIA, AssessmentScope, Extraction, FeedbackExtractor, Finding
 from stash_trainer.pairs.inputs import SourceTrace
 from stash_trainer.pairs.preference import PreferencePair
 
@@ -65,15 +70,24 @@ def build_pairs(
     if max_pairs < MIN_PAIRS:
         raise InvalidArgument("max_pairs", f"is {max_pairs}; training needs at least {MIN_PAIRS} pairs")
     config = parse_training_config(training_config)
-    explicit = explicit_pairs(traces)
+    explicit = explicit_pairs(traces, sections=config is not None)
     extraction = None
     if feedback_extractor is not None:
-        extraction = feedback_extractor.extract(traces, seed, max_pairs=max(0, max_pairs - len(explicit)))
-    automatic = automatic_pairs(traces) if config is not None else []
+        room = max(0, max_pairs - len(explicit))
+        extraction = feedback_extractor.extract(traces, seed, max_pairs=room, scope=assessment_scope(config))
+    automatic = automatic_pairs(traces, config=config) if config is not None else []
     tiers, identical, duplicates = dedupe_pairs([explicit, extraction.pairs if extraction else [], automatic])
     kept = cap_pairs(tiers, max_pairs, seed)
     over = sum(map(len, tiers)) - len(kept)
     return PairSet(tuple(kept), _report(extraction, kept), identical, duplicates, over)
+
+
+def assessment_scope(config: TrainingConfig | None) -> AssessmentScope:
+    """What AI preference generation assesses under `config`: its criteria and its sampled actions."""
+    if config is None:
+        return AssessmentScope()
+    criteria = tuple(config.criteria) if config.criteria else CRITERIA
+    return AssessmentScope(criteria, lambda trace: sampled_action_ids(trace, config), sections=True)
 
 
 def dedupe_pairs(tiers: Sequence[Sequence[PreferencePair]]) -> tuple[list[list[PreferencePair]], int, int]:
@@ -138,12 +152,22 @@ def trainability_problem(pairs: Sequence[PreferencePair]) -> FailedPrecondition 
 def _report(extraction: Extraction | None, kept: Sequence[PreferencePair]) -> tuple[dict[str, Any], ...] | None:
     if extraction is None:
         return None
-    trainable = trainability_problem(kept) is None
-    keys = {pair.key for pair in kept}
-    return tuple(
-        finding.report(trainable and finding.pair is not None and finding.pair.key in keys)
-        for finding in extraction.findings
-    )
+    problem, keys = trainability_problem(kept), {pair.key for pair in kept}
+    return tuple(finding.report(pair_exclusion(finding, keys, problem)) for finding in extraction.findings)
+
+
+def pair_exclusion(finding: Finding, kept_keys: set[tuple[str, str]], problem: FailedPrecondition | None) -> str | None:
+    """Why a finding was not trained on, or None when its pair is in a dataset that met the minimum size."""
+    pair = finding.pair
+    if pair is None:
+        return finding.pair_exclusion
+    if pair.chosen == pair.rejected:
+        return "the alternative renders the same text as the original"
+    if pair.key not in kept_keys:
+        return "left out of the dataset: it was capped at max_pairs"
+    if problem is not None:
+        return f"the dataset is too small to train on: {problem.message}"
+    return None
 
 
 def _count(number: int, noun: str) -> str:

@@ -14,6 +14,8 @@ Rules:
 - Trace scope: every positively rated trace × every negatively rated trace, each rendered whole
   without system steps; granularity "trace", action_type None.
 - A step with any usable rating is human-rated: automatic credit and AI feedback leave it alone.
+- The evidence names who rated each side (`chosen_authors`, `rejected_authors`: the owner or reviewers whose
+  usable ratings decided it), whoever wrote them.
 """
 
 from __future__ import annotations
@@ -28,17 +30,18 @@ from stash_trainer.pairs.preference import PreferencePair, action_pair, sorted_t
 SOURCE = "explicit"
 
 
-def explicit_pairs(traces: Sequence[SourceTrace]) -> list[PreferencePair]:
-    """Step-scope pairs, then trace-scope pairs, in trace and step order."""
-    return step_pairs(traces) + trace_pairs(traces)
+def explicit_pairs(traces: Sequence[SourceTrace], sections: bool = False) -> list[PreferencePair]:
+    """Step-scope pairs, then trace-scope pairs, in trace and step order (`sections`: input version 3's
+    marked context sections in action examples)."""
+    return step_pairs(traces, sections) + trace_pairs(traces)
 
 
-def step_pairs(traces: Sequence[SourceTrace]) -> list[PreferencePair]:
+def step_pairs(traces: Sequence[SourceTrace], sections: bool = False) -> list[PreferencePair]:
     """Every positively rated action × every negatively rated action across the traces."""
     rated = [(trace, step, sign) for trace in traces for step, sign in rated_actions(trace)]
     positives = [(trace, step) for trace, step, sign in rated if sign > 0]
     negatives = [(trace, step) for trace, step, sign in rated if sign < 0]
-    return [_step_pair(good, bad) for good in positives for bad in negatives]
+    return [_step_pair(good, bad, sections) for good in positives for bad in negatives]
 
 
 def trace_pairs(traces: Sequence[SourceTrace]) -> list[PreferencePair]:
@@ -74,7 +77,16 @@ def _sign(ratings: Iterable[int | None]) -> int:
     return (total > 0) - (total < 0)
 
 
-def _step_pair(good: tuple[SourceTrace, TraceStep], bad: tuple[SourceTrace, TraceStep]) -> PreferencePair:
+def raters(annotations: Iterable[Annotation], step_id: str | None) -> list[str]:
+    """The names of who gave usable ratings on the step (None: on the whole trace), sorted."""
+    return sorted(
+        {a.author_name or a.author_id for a in annotations if a.step_id == step_id and a.usable_rating is not None}
+    )
+
+
+def _step_pair(
+    good: tuple[SourceTrace, TraceStep], bad: tuple[SourceTrace, TraceStep], sections: bool
+) -> PreferencePair:
     (good_trace, good_step), (bad_trace, bad_step) = good, bad
     evidence = {
         "source": SOURCE,
@@ -82,8 +94,10 @@ def _step_pair(good: tuple[SourceTrace, TraceStep], bad: tuple[SourceTrace, Trac
         "chosen_step_id": good_step.id,
         "rejected_trace_id": bad_trace.id,
         "rejected_step_id": bad_step.id,
+        "chosen_authors": raters(good_trace.annotations, good_step.id),
+        "rejected_authors": raters(bad_trace.annotations, bad_step.id),
     }
-    return action_pair(good, bad, evidence)
+    return action_pair(good, bad, evidence, sections)
 
 
 def _trace_pair(good: SourceTrace, bad: SourceTrace) -> PreferencePair:
@@ -93,5 +107,11 @@ def _trace_pair(good: SourceTrace, bad: SourceTrace) -> PreferencePair:
         trace_ids=sorted_trace_ids(good.id, bad.id),
         granularity="trace",
         action_type=None,
-        evidence={"source": SOURCE, "chosen_trace_id": good.id, "rejected_trace_id": bad.id},
+        evidence={
+            "source": SOURCE,
+            "chosen_trace_id": good.id,
+            "rejected_trace_id": bad.id,
+            "chosen_authors": raters(good.annotations, None),
+            "rejected_authors": raters(bad.annotations, None),
+        },
     )

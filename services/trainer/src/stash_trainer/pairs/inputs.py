@@ -23,6 +23,14 @@ class Annotation:
     comment: str | None
     label_error: bool = False
     author_id: str = ""
+    # The text of the step the comment highlights, when it quotes one: a correction of that step.
+    quote: str | None = None
+    author_name: str = ""
+
+    @property
+    def is_correction(self) -> bool:
+        """A comment quoting its step, not flagged as a label error: the shared evaluator's corrections."""
+        return bool(self.comment and self.quote and self.step_id is not None and not self.label_error)
 
     @property
     def usable_rating(self) -> int | None:

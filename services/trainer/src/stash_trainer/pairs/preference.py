@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from stash_common.rendering import render_example
+from stash_common.rendering import render_example, strip_marks
 from stash_common.steps import TraceStep
 from stash_trainer.pairs.inputs import SourceTrace
 
@@ -49,7 +49,12 @@ class PreferencePair:
 
 def export_line(job_line: Mapping[str, Any]) -> dict[str, Any]:
     """The export shape of a `pairs.jsonl` line or a recorded pair: its EXPORT_FIELDS, without the evidence."""
-    return {key: job_line.get(key) for key in EXPORT_FIELDS}
+    return unmarked({key: job_line.get(key) for key in EXPORT_FIELDS})
+
+
+def unmarked(job_line: Mapping[str, Any]) -> dict[str, Any]:
+    """A `pairs.jsonl` line or recorded pair as it leaves the trainer: texts without input version 3's section marks."""
+    return {**job_line, "chosen": strip_marks(job_line["chosen"]), "rejected": strip_marks(job_line["rejected"])}
 
 
 def action_type(step: TraceStep) -> Literal["tool_call", "response"]:
@@ -69,13 +74,17 @@ def sorted_trace_ids(*trace_ids: str) -> tuple[str, ...]:
 
 
 def action_pair(
-    chosen: tuple[SourceTrace, TraceStep], rejected: tuple[SourceTrace, TraceStep], evidence: Mapping[str, Any]
+    chosen: tuple[SourceTrace, TraceStep],
+    rejected: tuple[SourceTrace, TraceStep],
+    evidence: Mapping[str, Any],
+    sections: bool = False,
 ) -> PreferencePair:
-    """A pair of two actions, each rendered as its trace's context ending at that step (one trace or two)."""
+    """A pair of two actions, each rendered as its trace's context ending at that step (one trace or two);
+    `sections`: with input version 3's marked context sections."""
     (chosen_trace, chosen_step), (rejected_trace, rejected_step) = chosen, rejected
     return PreferencePair(
-        chosen=render_example(chosen_trace.steps, chosen_step.index),
-        rejected=render_example(rejected_trace.steps, rejected_step.index),
+        chosen=render_example(chosen_trace.steps, chosen_step.index, sections=sections),
+        rejected=render_example(rejected_trace.steps, rejected_step.index, sections=sections),
         trace_ids=sorted_trace_ids(chosen_trace.id, rejected_trace.id),
         granularity="action",
         action_type=pair_action_type(chosen_step, rejected_step),

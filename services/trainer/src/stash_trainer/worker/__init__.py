@@ -1,4 +1,4 @@
-"""The reward-model training worker: `python -m stash_trainer.worker <job_dir>`.
+"""The reward-model training worker: `python -m stash_common.jobs.worker train <job_dir>`.
 
 It reads a job directory written by the trainer service (the spec's "Job directory contract"),
 trains `AutoModelForSequenceClassification(num_labels=1)` with the Bradley–Terry loss, evaluates

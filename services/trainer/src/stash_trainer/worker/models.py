@@ -1,6 +1,8 @@
-"""Where a job's `base_model` is on disk: a local directory, the packaged model, or the local hub cache.
+"""Where a job's `base_model` is on disk: a local checkpoint directory, the packaged model, or the local hub cache.
 
-Nothing is ever downloaded: a hub id resolves only when its files are already cached.
+Nothing is ever downloaded: a hub id resolves only when its files are already cached. Whatever does not
+resolve gets one and the same refusal, which names the allowed names: a caller must not learn from the
+answer which paths exist on the server (a directory without a checkpoint used to be told apart).
 """
 
 from __future__ import annotations
@@ -14,9 +16,7 @@ from stash_common.reward_model.packaged import PACKAGED_MODEL_NAMES, packaged_mo
 def resolve_base_model(name: str, cache_dir: Path | None = None) -> Path:
     """The local directory holding `name`'s checkpoint; `cache_dir` overrides the hub cache location."""
     path = Path(name).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise InvalidArgument("base_model", f"{path} is a directory without config.json: give a checkpoint folder")
+    if (path / "config.json").is_file():
         return path
     if name in PACKAGED_MODEL_NAMES:
         return packaged_model_dir()
@@ -32,7 +32,6 @@ def cached_hub_model(repo_id: str, cache_dir: Path | None = None) -> Path:
     except (OSError, ValueError) as error:
         raise InvalidArgument(
             "base_model",
-            f"{repo_id!r} is neither a local checkpoint directory, nor the packaged model"
-            f" ({', '.join(sorted(PACKAGED_MODEL_NAMES))}), nor a hub model in the local cache;"
-            " the worker never downloads: pre-fetch it into HF_HOME or pass a directory",
+            f"{repo_id!r} is unknown; allowed: the packaged model ({', '.join(sorted(PACKAGED_MODEL_NAMES))}) or"
+            " a model the operator placed on the server (nothing is downloaded)",
         ) from error

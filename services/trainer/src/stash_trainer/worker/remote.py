@@ -26,12 +26,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from stash.rm.v1 import common_pb2, trainer_pb2, trainer_pb2_grpc
 from stash_common.channels import open_channel
 from stash_common.errors import FailedPrecondition, InvalidArgument, StashError
-from stash_common.job_files import describe
-from stash_common.job_reports import REPORT_TIMEOUT_S, send_report
-from stash_common.job_transfer import download_files, upload_files
+from stash_common.jobs.files import describe
+from stash_common.jobs.reports import REPORT_TIMEOUT_S, send_report
+from stash_common.jobs.transfer import download_files, upload_files
 from stash_common.settings import load
 from stash_common.worker_storage import WorkerStorageSettings, store_checkpoint
-from stash_trainer.worker import job as contract
+from stash_trainer import job_contract as contract
 from stash_trainer.worker.runner import run_job
 
 LOG = logging.getLogger(__name__)

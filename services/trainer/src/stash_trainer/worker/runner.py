@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stash_common.errors import FailedPrecondition, StashError
-from stash_common.job_files import job_log, write_jsonl
+from stash_common.jobs.files import job_log, write_jsonl
 from stash_common.reward_model.stats import (
     ACTION_REWARD_STATS_FILE,
     REWARD_STATS_FILE,
@@ -24,11 +24,12 @@ from stash_common.reward_model.stats import (
     reward_stats,
     write_stats,
 )
-from stash_trainer.worker import job as contract
-from stash_trainer.worker.job import ActionScoreItem, ScoreItem, TrainJob
+from stash_common.reward_model.window import write_input_window
+from stash_trainer import job_contract as contract
+from stash_trainer.job_contract import ActionScoreItem, ScoreItem, TrainJob
 from stash_trainer.worker.models import resolve_base_model
 from stash_trainer.worker.pairs import Pair, cap_pairs
-from stash_trainer.worker.split import TraceSplit, split_by_trace
+from stash_trainer.worker.split import TraceSplit, split_by_held_out_traces, split_by_trace
 from stash_trainer.worker.stats import EvalReport, evaluate_pairs, require_finite
 
 if TYPE_CHECKING:
@@ -89,7 +90,11 @@ def prepare_job(job_dir: Path) -> PreparedJob:
             f"pairs.jsonl has {len(pairs)} preference pair(s) but training needs at least 2: rate or comment on"
             " more assistant responses, or select more traces, then retry"
         )
-    split = split_by_trace(cap_pairs(pairs, job.max_pairs, job.seed), job.seed)
+    capped = cap_pairs(pairs, job.max_pairs, job.seed)
+    if job.eval_trace_ids is None:
+        split = split_by_trace(capped, job.seed)
+    else:
+        split = split_by_held_out_traces(capped, job.eval_trace_ids)
     LOG.info(
         "%d pairs: %d train, %d eval, %d excluded across the split",
         len(pairs),
@@ -116,9 +121,10 @@ def train_job(job_dir: Path, on_progress: ProgressCallback | None = None) -> dic
 
     job = prepared.job
     device = select_device() if job.device == "auto" else job.device
+    limit, sectioned = training.token_window(job)
     LOG.info("training %s on %s (%d threads)", prepared.base_model, device, configure_threads(device))
     with training.out_of_memory_advice(job):
-        model, tokenizer = training.load_reward_model(prepared.base_model, device, job.max_length, job.seed)
+        model, tokenizer = training.load_reward_model(prepared.base_model, device, limit, job.seed)
         outcome = training.train_reward_model(
             model, tokenizer, prepared.split.train, job, device, job_progress(job_dir, on_progress)
         )
@@ -126,10 +132,12 @@ def train_job(job_dir: Path, on_progress: ProgressCallback | None = None) -> dic
         model_dir = job_dir / contract.MODEL_DIR
         model.save_pretrained(model_dir)
         tokenizer.save_pretrained(model_dir)
+        if sectioned:
+            write_input_window(model_dir)
         report, action_train_pairs = write_outputs(
             prepared,
             job_dir,
-            lambda texts: score_texts(model, tokenizer, texts, job.max_length, device, 4 * job.batch_size),
+            lambda texts: score_texts(model, tokenizer, texts, limit, device, 4 * job.batch_size, sectioned),
         )
     return training_metrics(prepared, report, action_train_pairs, outcome.final_loss, device)
 

@@ -1,9 +1,14 @@
-"""The seeded held-out split by trace: neighbouring actions of one trace never straddle train and eval."""
+"""The held-out split: neighbouring actions of one trace never straddle train and eval.
+
+Input versions 1 and 2 draw a seeded tenth of the traces per job. Input version 3 holds out whole task
+groups, drawn once per model and stored with it (`job_contract.draw_eval_task_groups`); the job names the
+held-out traces and `split_by_held_out_traces` keeps every pair of a held-out group on the eval side.
+"""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from stash_trainer.worker.pairs import Pair
@@ -35,8 +40,15 @@ def split_by_trace(pairs: Sequence[Pair], seed: int, eval_fraction: float = EVAL
     traces = sorted({trace_id for pair in pairs for trace_id in pair.trace_ids})
     if len(traces) < 2:
         return TraceSplit(tuple(pairs), (), 0)
-    random.Random(seed).shuffle(traces)
-    held_out = set(traces[: min(len(traces) - 1, max(1, round(len(traces) * eval_fraction)))])
+    return split_by_held_out_traces(pairs, held_out_sample(traces, seed, eval_fraction))
+
+
+def split_by_held_out_traces(pairs: Sequence[Pair], held_out: Collection[str]) -> TraceSplit:
+    """Pairs wholly from `held_out` traces evaluate, the others train; pairs across both are counted out.
+
+    When either side is left without pairs every pair trains and there is no evaluation.
+    """
+    held_out = set(held_out)
     train, held, crossing = [], [], 0
     for pair in pairs:
         inside = sum(trace_id in held_out for trace_id in set(pair.trace_ids))
@@ -49,3 +61,10 @@ def split_by_trace(pairs: Sequence[Pair], seed: int, eval_fraction: float = EVAL
     if not train or not held:
         return TraceSplit(tuple(pairs), (), 0)
     return TraceSplit(tuple(train), tuple(held), crossing)
+
+
+def held_out_sample(names: list[str], seed: int | str, eval_fraction: float = EVAL_TRACE_FRACTION) -> set[str]:
+    """A seeded `eval_fraction` of `names`, at least one and never all; the draw depends on their order."""
+    shuffled = list(names)
+    random.Random(seed).shuffle(shuffled)
+    return set(shuffled[: min(len(shuffled) - 1, max(1, round(len(shuffled) * eval_fraction)))])

@@ -24,8 +24,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from stash_common.errors import ResourceExhausted
 from stash_common.reward_model.checkpoint import load_checkpoint
 from stash_common.reward_model.inference import collate, rewards, tokenize
+from stash_common.reward_model.window import WINDOW_TOKENS
+from stash_trainer.job_contract import TrainJob
 from stash_trainer.worker.batches import plan_batches
-from stash_trainer.worker.job import TrainJob
 from stash_trainer.worker.pairs import Pair
 
 ProgressCallback = Callable[[int, int, float], None]
@@ -38,6 +39,11 @@ class TrainOutcome:
 
     steps: int
     final_loss: float
+
+
+def token_window(job: TrainJob) -> tuple[int, bool]:
+    """The job's token limit and whether it is input version 3's sectioned window (else left truncation)."""
+    return (WINDOW_TOKENS, True) if job.input_version == 3 else (job.max_length, False)
 
 
 def load_reward_model(
@@ -90,8 +96,9 @@ def train_reward_model(
 
     `on_progress(step, total_steps, loss)` is called after every optimizer step.
     """
-    chosen = tokenize(tokenizer, [pair.chosen for pair in pairs], job.max_length)
-    rejected = tokenize(tokenizer, [pair.rejected for pair in pairs], job.max_length)
+    limit, sectioned = token_window(job)
+    chosen = tokenize(tokenizer, [pair.chosen for pair in pairs], limit, sectioned)
+    rejected = tokenize(tokenizer, [pair.rejected for pair in pairs], limit, sectioned)
     lengths = [max(len(c), len(r)) for c, r in zip(chosen, rejected, strict=True)]
     total = math.ceil(len(pairs) / job.batch_size) * job.epochs
     optimizer, schedule = make_optimizer(model, job.learning_rate, total, device)
@@ -116,9 +123,11 @@ def out_of_memory_advice(job: TrainJob) -> Iterator[None]:
     try:
         yield
     except torch.OutOfMemoryError as error:
+        limit, sectioned = token_window(job)
+        lower = "batch_size" if sectioned else "batch_size or max_length"  # input version 3's window is fixed
         raise ResourceExhausted(
-            f"the device ran out of memory at batch_size {job.batch_size} and max_length {job.max_length}:"
-            " lower either (or pick a smaller base_model) and retry"
+            f"the device ran out of memory at batch_size {job.batch_size} and {limit}-token inputs:"
+            f" lower {lower} (or pick a smaller base_model) and retry"
         ) from error
 
 

@@ -27,7 +27,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from stash.rm.v1 import common_pb2 as stash_dot_rm_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16stash/rm/v1/gepa.proto\x12\x0bstash.rm.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18stash/rm/v1/common.proto\".\n\x0eSkillCandidate\x12\r\n\x05skill\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x01\"1\n\x0e\x45xampleFailure\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"\xb1\x07\n\x07GepaRun\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\x0freward_model_id\x18\x02 \x01(\t\x12\x12\n\ntask_model\x18\x03 \x01(\t\x12\x1a\n\rtask_api_base\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x18\n\x10reflection_model\x18\x05 \x01(\t\x12\x18\n\x10max_metric_calls\x18\x06 \x01(\x05\x12&\n\x06status\x18\x07 \x01(\x0e\x32\x16.stash.rm.v1.JobStatus\x12\x12\n\x05\x65rror\x18\x08 \x01(\tH\x01\x88\x01\x01\x12\x17\n\nskill_name\x18\t \x01(\tH\x02\x88\x01\x01\x12\x1e\n\x11skill_description\x18\n \x01(\tH\x03\x88\x01\x01\x12\x17\n\nbest_skill\x18\x0b \x01(\tH\x04\x88\x01\x01\x12\x17\n\nbest_score\x18\x0c \x01(\x01H\x05\x88\x01\x01\x12\x17\n\nseed_skill\x18\r \x01(\tH\x06\x88\x01\x01\x12\x17\n\nseed_score\x18\x0e \x01(\x01H\x07\x88\x01\x01\x12/\n\ncandidates\x18\x0f \x03(\x0b\x32\x1b.stash.rm.v1.SkillCandidate\x12.\n\ncreated_at\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1e\n\x11metric_calls_used\x18\x13 \x01(\x05H\x08\x88\x01\x01\x12\x1b\n\x0e\x62udget_warning\x18\x14 \x01(\tH\t\x88\x01\x01\x12\x35\n\x10\x65xample_failures\x18\x15 \x03(\x0b\x32\x1b.stash.rm.v1.ExampleFailure\x12\x1b\n\x0etrain_examples\x18\x16 \x01(\x05H\n\x88\x01\x01\x12 \n\x13validation_examples\x18\x17 \x01(\x05H\x0b\x88\x01\x01\x42\x10\n\x0e_task_api_baseB\x08\n\x06_errorB\r\n\x0b_skill_nameB\x14\n\x12_skill_descriptionB\r\n\x0b_best_skillB\r\n\x0b_best_scoreB\r\n\x0b_seed_skillB\r\n\x0b_seed_scoreB\x14\n\x12_metric_calls_usedB\x11\n\x0f_budget_warningB\x11\n\x0f_train_examplesB\x16\n\x14_validation_examples\"\xff\x01\n\x14\x43reateGepaRunRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x17\n\x0freward_model_id\x18\x02 \x01(\t\x12\x17\n\ntask_model\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x1a\n\rtask_api_base\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x1d\n\x10reflection_model\x18\x05 \x01(\tH\x02\x88\x01\x01\x12\x1d\n\x10max_metric_calls\x18\x06 \x01(\x05H\x03\x88\x01\x01\x42\r\n\x0b_task_modelB\x10\n\x0e_task_api_baseB\x13\n\x11_reflection_modelB\x13\n\x11_max_metric_calls\"?\n\x15\x43reateGepaRunResponse\x12&\n\x08gepa_run\x18\x01 \x01(\x0b\x32\x14.stash.rm.v1.GepaRun\"\'\n\x13ListGepaRunsRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\"?\n\x14ListGepaRunsResponse\x12\'\n\tgepa_runs\x18\x01 \x03(\x0b\x32\x14.stash.rm.v1.GepaRun\":\n\x11GetGepaRunRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x0bgepa_run_id\x18\x02 \x01(\t\"<\n\x12GetGepaRunResponse\x12&\n\x08gepa_run\x18\x01 \x01(\x0b\x32\x14.stash.rm.v1.GepaRun\"8\n\x0fGetSkillRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x0bgepa_run_id\x18\x02 \x01(\t\"8\n\x10GetSkillResponse\x12\x10\n\x08skill_md\x18\x01 \x01(\t\x12\x12\n\nskill_name\x18\x02 \x01(\t\"<\n\x13RetryGepaRunRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x0bgepa_run_id\x18\x02 \x01(\t\">\n\x14RetryGepaRunResponse\x12&\n\x08gepa_run\x18\x01 \x01(\x0b\x32\x14.stash.rm.v1.GepaRun\"m\n\x19ReportGepaProgressRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x0bgepa_run_id\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x19\n\x11metric_calls_used\x18\x04 \x01(\x05\"\x1c\n\x1aReportGepaProgressResponse\"x\n\x16\x43ompleteGepaJobRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x0bgepa_run_id\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\'\n\x06result\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"A\n\x17\x43ompleteGepaJobResponse\x12&\n\x08gepa_run\x18\x01 \x01(\x0b\x32\x14.stash.rm.v1.GepaRun2\xec\x04\n\x0bGepaService\x12V\n\rCreateGepaRun\x12!.stash.rm.v1.CreateGepaRunRequest\x1a\".stash.rm.v1.CreateGepaRunResponse\x12S\n\x0cListGepaRuns\x12 .stash.rm.v1.ListGepaRunsRequest\x1a!.stash.rm.v1.ListGepaRunsResponse\x12M\n\nGetGepaRun\x12\x1e.stash.rm.v1.GetGepaRunRequest\x1a\x1f.stash.rm.v1.GetGepaRunResponse\x12G\n\x08GetSkill\x12\x1c.stash.rm.v1.GetSkillRequest\x1a\x1d.stash.rm.v1.GetSkillResponse\x12S\n\x0cRetryGepaRun\x12 .stash.rm.v1.RetryGepaRunRequest\x1a!.stash.rm.v1.RetryGepaRunResponse\x12\x65\n\x12ReportGepaProgress\x12&.stash.rm.v1.ReportGepaProgressRequest\x1a\'.stash.rm.v1.ReportGepaProgressResponse\x12\\\n\x0f\x43ompleteGepaJob\x12#.stash.rm.v1.CompleteGepaJobRequest\x1a$.stash.rm.v1.CompleteGepaJobResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16stash/rm/v1/gepa.proto\x12\x0bstash.rm.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18stash/rm/v1/common.proto\".\n\x0eSkillCandidate\x12\r\n\x05skill\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x01\"1\n\x0e\x45xampleFailure\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"\xc4\x07\n\x07GepaRun\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\x0freward_model_id\x18\x02 \x01(\t\x12\x12\n\ntask_model\x18\x03 \x01(\t\x12\x1a\n\rtask_api_base\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x18\n\x10reflection_model\x18\x05 \x01(\t\x12\x18\n\x10max_metric_calls\x18\x06 \x01(\x05\x12&\n\x06status\x18\x07 \x01(\x0e\x32\x16.stash.rm.v1.JobStatus\x12\x12\n\x05\x65rror\x18\x08 \x01(\tH\x01\x88\x01\x01\x12\x17\n\nskill_name\x18\t \x01(\tH\x02\x88\x01\x01\x12\x1e\n\x11skill_description\x18\n \x01(\tH\x03\x88\x01\x01\x12\x17\n\nbest_skill\x18\x0b \x01(\tH\x04\x88\x01\x01\x12\x17\n\nbest_score\x18\x0c \x01(\x01H\x05\x88\x01\x01\x12\x17\n\nseed_skill\x18\r \x01(\tH\x06\x88\x01\x01\x12\x17\n\nseed_score\x18\x0e \x01(\x01H\x07\x88\x01\x01\x12/\n\ncandidates\x18\x0f \x03(\x0b\x32\x1b.stash.rm.v1.SkillCandidate\x12.\n\ncreated_at\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1e\n\x11metric_calls_used\x18\x13 \x01(\x05H\x08\x88\x01\x01\x12\x1b\n\x0e\x62udget_warning\x18\x14 \x01(\tH\t\x88\x01\x01\x12\x35\n\x10\x65xample_failures\x18\x15 \x03(\x0b\x32\x1b.stash.rm.v1.ExampleFailure\x12\x1b\n\x0etrain_examples\x18\x16 \x01(\x05H\n\x88\x01\x01\x12 \n\x13validation_examples\x18\x17 \x01(\x05H\x0b\x88\x01\x01\x12\x11\n\tretryable\x18\x18 \x01(\x08\x42\x10\n\x0e_task_api_baseB\x08\n\x06_errorB\r\n\x0b_skill_nameB\x14\n\x12_skill_descriptionB\r\n\x0b_best_skillB\r\n\x0b_best_scoreB\r\n\x0b_seed_skillB\r\n\x0b_seed_scoreB\x14\n\x12_metric_calls_usedB\x11\n\x0f_budget_warningB\x11\n\x0f_train_examplesB\x16\n\x14_validation_examples\"\xff\x01\n\x14\x43reateGepaRunRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x17\n\x0freward_model_id\x18\x02 \x01(\t\x12\x17\n\ntask_model\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x1a\n\rtask_api_base\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x1d\n\x10reflection_model\x18\x05 \x01(\tH\x02\x88\x01\x01\x12\x1d\n\x10max_metric_calls\x18\x06 \x01(\x05H\x03\x88\x01\x01\x42\r\n\x0b_task_modelB\x10\n\x0e_task_api_baseB\x13\n\x11_reflection_modelB\x13\n\x11_max_metric_calls\"?\n\x15\x43reateGepaRunResponse\x12&\n\x08gepa_run\x18\x01 \x01(\x0b\x32\x14.stash.rm.v1.GepaRun\"\'\n\x13ListGepaRunsRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\"?\n\x14ListGepaRunsResponse\x12\'\n\tgepa_runs\x18\x01 \x03(\x0b\x32\x14.stash.rm.v1.GepaRun\":\n\x11GetGepaRunRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x0bgepa_run_id\x18\x02 \x01(\t\"<\n\x12GetGepaRunResponse\x12&\n\x08gepa_run\x18\x01 \x01(\x0b\x32\x14.stash.rm.v1.GepaRun\"8\n\x0fGetSkillRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x0bgepa_run_id\x18\x02 \x01(\t\"8\n\x10GetSkillResponse\x12\x10\n\x08skill_md\x18\x01 \x01(\t\x12\x12\n\nskill_name\x18\x02 \x01(\t\"<\n\x13RetryGepaRunRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x0bgepa_run_id\x18\x02 \x01(\t\">\n\x14RetryGepaRunResponse\x12&\n\x08gepa_run\x18\x01 \x01(\x0b\x32\x14.stash.rm.v1.GepaRun\"=\n\x14\x44\x65leteGepaRunRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x0bgepa_run_id\x18\x02 \x01(\t\"\x17\n\x15\x44\x65leteGepaRunResponse\"\x18\n\x16GetGepaDefaultsRequest\"\xc3\x01\n\x17GetGepaDefaultsResponse\x12\x12\n\ntask_model\x18\x01 \x01(\t\x12\x18\n\x10reflection_model\x18\x02 \x01(\t\x12\x1f\n\x12task_model_missing\x18\x03 \x01(\tH\x00\x88\x01\x01\x12%\n\x18reflection_model_missing\x18\x04 \x01(\tH\x01\x88\x01\x01\x42\x15\n\x13_task_model_missingB\x1b\n\x19_reflection_model_missing\"m\n\x19ReportGepaProgressRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x0bgepa_run_id\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x19\n\x11metric_calls_used\x18\x04 \x01(\x05\"\x1c\n\x1aReportGepaProgressResponse\"]\n\x16\x43ompleteGepaJobRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x0bgepa_run_id\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\tJ\x04\x08\x04\x10\x05R\x06result\"A\n\x17\x43ompleteGepaJobResponse\x12&\n\x08gepa_run\x18\x01 \x01(\x0b\x32\x14.stash.rm.v1.GepaRun2\xa2\x06\n\x0bGepaService\x12V\n\rCreateGepaRun\x12!.stash.rm.v1.CreateGepaRunRequest\x1a\".stash.rm.v1.CreateGepaRunResponse\x12S\n\x0cListGepaRuns\x12 .stash.rm.v1.ListGepaRunsRequest\x1a!.stash.rm.v1.ListGepaRunsResponse\x12M\n\nGetGepaRun\x12\x1e.stash.rm.v1.GetGepaRunRequest\x1a\x1f.stash.rm.v1.GetGepaRunResponse\x12G\n\x08GetSkill\x12\x1c.stash.rm.v1.GetSkillRequest\x1a\x1d.stash.rm.v1.GetSkillResponse\x12S\n\x0cRetryGepaRun\x12 .stash.rm.v1.RetryGepaRunRequest\x1a!.stash.rm.v1.RetryGepaRunResponse\x12V\n\rDeleteGepaRun\x12!.stash.rm.v1.DeleteGepaRunRequest\x1a\".stash.rm.v1.DeleteGepaRunResponse\x12\\\n\x0fGetGepaDefaults\x12#.stash.rm.v1.GetGepaDefaultsRequest\x1a$.stash.rm.v1.GetGepaDefaultsResponse\x12\x65\n\x12ReportGepaProgress\x12&.stash.rm.v1.ReportGepaProgressRequest\x1a\'.stash.rm.v1.ReportGepaProgressResponse\x12\\\n\x0f\x43ompleteGepaJob\x12#.stash.rm.v1.CompleteGepaJobRequest\x1a$.stash.rm.v1.CompleteGepaJobResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,35 +39,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EXAMPLEFAILURE']._serialized_start=176
   _globals['_EXAMPLEFAILURE']._serialized_end=225
   _globals['_GEPARUN']._serialized_start=228
-  _globals['_GEPARUN']._serialized_end=1173
-  _globals['_CREATEGEPARUNREQUEST']._serialized_start=1176
-  _globals['_CREATEGEPARUNREQUEST']._serialized_end=1431
-  _globals['_CREATEGEPARUNRESPONSE']._serialized_start=1433
-  _globals['_CREATEGEPARUNRESPONSE']._serialized_end=1496
-  _globals['_LISTGEPARUNSREQUEST']._serialized_start=1498
-  _globals['_LISTGEPARUNSREQUEST']._serialized_end=1537
-  _globals['_LISTGEPARUNSRESPONSE']._serialized_start=1539
-  _globals['_LISTGEPARUNSRESPONSE']._serialized_end=1602
-  _globals['_GETGEPARUNREQUEST']._serialized_start=1604
-  _globals['_GETGEPARUNREQUEST']._serialized_end=1662
-  _globals['_GETGEPARUNRESPONSE']._serialized_start=1664
-  _globals['_GETGEPARUNRESPONSE']._serialized_end=1724
-  _globals['_GETSKILLREQUEST']._serialized_start=1726
-  _globals['_GETSKILLREQUEST']._serialized_end=1782
-  _globals['_GETSKILLRESPONSE']._serialized_start=1784
-  _globals['_GETSKILLRESPONSE']._serialized_end=1840
-  _globals['_RETRYGEPARUNREQUEST']._serialized_start=1842
-  _globals['_RETRYGEPARUNREQUEST']._serialized_end=1902
-  _globals['_RETRYGEPARUNRESPONSE']._serialized_start=1904
-  _globals['_RETRYGEPARUNRESPONSE']._serialized_end=1966
-  _globals['_REPORTGEPAPROGRESSREQUEST']._serialized_start=1968
-  _globals['_REPORTGEPAPROGRESSREQUEST']._serialized_end=2077
-  _globals['_REPORTGEPAPROGRESSRESPONSE']._serialized_start=2079
-  _globals['_REPORTGEPAPROGRESSRESPONSE']._serialized_end=2107
-  _globals['_COMPLETEGEPAJOBREQUEST']._serialized_start=2109
-  _globals['_COMPLETEGEPAJOBREQUEST']._serialized_end=2229
-  _globals['_COMPLETEGEPAJOBRESPONSE']._serialized_start=2231
-  _globals['_COMPLETEGEPAJOBRESPONSE']._serialized_end=2296
-  _globals['_GEPASERVICE']._serialized_start=2299
-  _globals['_GEPASERVICE']._serialized_end=2919
+  _globals['_GEPARUN']._serialized_end=1192
+  _globals['_CREATEGEPARUNREQUEST']._serialized_start=1195
+  _globals['_CREATEGEPARUNREQUEST']._serialized_end=1450
+  _globals['_CREATEGEPARUNRESPONSE']._serialized_start=1452
+  _globals['_CREATEGEPARUNRESPONSE']._serialized_end=1515
+  _globals['_LISTGEPARUNSREQUEST']._serialized_start=1517
+  _globals['_LISTGEPARUNSREQUEST']._serialized_end=1556
+  _globals['_LISTGEPARUNSRESPONSE']._serialized_start=1558
+  _globals['_LISTGEPARUNSRESPONSE']._serialized_end=1621
+  _globals['_GETGEPARUNREQUEST']._serialized_start=1623
+  _globals['_GETGEPARUNREQUEST']._serialized_end=1681
+  _globals['_GETGEPARUNRESPONSE']._serialized_start=1683
+  _globals['_GETGEPARUNRESPONSE']._serialized_end=1743
+  _globals['_GETSKILLREQUEST']._serialized_start=1745
+  _globals['_GETSKILLREQUEST']._serialized_end=1801
+  _globals['_GETSKILLRESPONSE']._serialized_start=1803
+  _globals['_GETSKILLRESPONSE']._serialized_end=1859
+  _globals['_RETRYGEPARUNREQUEST']._serialized_start=1861
+  _globals['_RETRYGEPARUNREQUEST']._serialized_end=1921
+  _globals['_RETRYGEPARUNRESPONSE']._serialized_start=1923
+  _globals['_RETRYGEPARUNRESPONSE']._serialized_end=1985
+  _globals['_DELETEGEPARUNREQUEST']._serialized_start=1987
+  _globals['_DELETEGEPARUNREQUEST']._serialized_end=2048
+  _globals['_DELETEGEPARUNRESPONSE']._serialized_start=2050
+  _globals['_DELETEGEPARUNRESPONSE']._serialized_end=2073
+  _globals['_GETGEPADEFAULTSREQUEST']._serialized_start=2075
+  _globals['_GETGEPADEFAULTSREQUEST']._serialized_end=2099
+  _globals['_GETGEPADEFAULTSRESPONSE']._serialized_start=2102
+  _globals['_GETGEPADEFAULTSRESPONSE']._serialized_end=2297
+  _globals['_REPORTGEPAPROGRESSREQUEST']._serialized_start=2299
+  _globals['_REPORTGEPAPROGRESSREQUEST']._serialized_end=2408
+  _globals['_REPORTGEPAPROGRESSRESPONSE']._serialized_start=2410
+  _globals['_REPORTGEPAPROGRESSRESPONSE']._serialized_end=2438
+  _globals['_COMPLETEGEPAJOBREQUEST']._serialized_start=2440
+  _globals['_COMPLETEGEPAJOBREQUEST']._serialized_end=2533
+  _globals['_COMPLETEGEPAJOBRESPONSE']._serialized_start=2535
+  _globals['_COMPLETEGEPAJOBRESPONSE']._serialized_end=2600
+  _globals['_GEPASERVICE']._serialized_start=2603
+  _globals['_GEPASERVICE']._serialized_end=3405
 # @@protoc_insertion_point(module_scope)

@@ -6,7 +6,6 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from stash.rm.v1 import common_pb2 as _common_pb2
@@ -102,6 +101,7 @@ class GepaRun(_message.Message):
     EXAMPLE_FAILURES_FIELD_NUMBER: _builtins.int
     TRAIN_EXAMPLES_FIELD_NUMBER: _builtins.int
     VALIDATION_EXAMPLES_FIELD_NUMBER: _builtins.int
+    RETRYABLE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """GEPA run id (UUID)."""
     reward_model_id: _builtins.str
@@ -138,6 +138,10 @@ class GepaRun(_message.Message):
     """How many examples GEPA trains on; unset before the job is prepared."""
     validation_examples: _builtins.int
     """How many examples GEPA validates on; unset before the job is prepared."""
+    retryable: _builtins.bool
+    """Whether a failed run may succeed when retried: false when the retry would repeat the failure
+    (its reward model is gone, its settings are invalid); always false unless failed.
+    """
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___SkillCandidate]:
         """Every candidate tried."""
@@ -184,10 +188,11 @@ class GepaRun(_message.Message):
         example_failures: _abc.Iterable[Global___ExampleFailure] | None = ...,
         train_examples: _builtins.int | None = ...,
         validation_examples: _builtins.int | None = ...,
+        retryable: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_best_score", b"_best_score", "_best_skill", b"_best_skill", "_budget_warning", b"_budget_warning", "_error", b"_error", "_metric_calls_used", b"_metric_calls_used", "_seed_score", b"_seed_score", "_seed_skill", b"_seed_skill", "_skill_description", b"_skill_description", "_skill_name", b"_skill_name", "_task_api_base", b"_task_api_base", "_train_examples", b"_train_examples", "_validation_examples", b"_validation_examples", "best_score", b"best_score", "best_skill", b"best_skill", "budget_warning", b"budget_warning", "created_at", b"created_at", "error", b"error", "finished_at", b"finished_at", "metric_calls_used", b"metric_calls_used", "seed_score", b"seed_score", "seed_skill", b"seed_skill", "skill_description", b"skill_description", "skill_name", b"skill_name", "started_at", b"started_at", "task_api_base", b"task_api_base", "train_examples", b"train_examples", "validation_examples", b"validation_examples"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_best_score", b"_best_score", "_best_skill", b"_best_skill", "_budget_warning", b"_budget_warning", "_error", b"_error", "_metric_calls_used", b"_metric_calls_used", "_seed_score", b"_seed_score", "_seed_skill", b"_seed_skill", "_skill_description", b"_skill_description", "_skill_name", b"_skill_name", "_task_api_base", b"_task_api_base", "_train_examples", b"_train_examples", "_validation_examples", b"_validation_examples", "best_score", b"best_score", "best_skill", b"best_skill", "budget_warning", b"budget_warning", "candidates", b"candidates", "created_at", b"created_at", "error", b"error", "example_failures", b"example_failures", "finished_at", b"finished_at", "id", b"id", "max_metric_calls", b"max_metric_calls", "metric_calls_used", b"metric_calls_used", "reflection_model", b"reflection_model", "reward_model_id", b"reward_model_id", "seed_score", b"seed_score", "seed_skill", b"seed_skill", "skill_description", b"skill_description", "skill_name", b"skill_name", "started_at", b"started_at", "status", b"status", "task_api_base", b"task_api_base", "task_model", b"task_model", "train_examples", b"train_examples", "validation_examples", b"validation_examples"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_best_score", b"_best_score", "_best_skill", b"_best_skill", "_budget_warning", b"_budget_warning", "_error", b"_error", "_metric_calls_used", b"_metric_calls_used", "_seed_score", b"_seed_score", "_seed_skill", b"_seed_skill", "_skill_description", b"_skill_description", "_skill_name", b"_skill_name", "_task_api_base", b"_task_api_base", "_train_examples", b"_train_examples", "_validation_examples", b"_validation_examples", "best_score", b"best_score", "best_skill", b"best_skill", "budget_warning", b"budget_warning", "candidates", b"candidates", "created_at", b"created_at", "error", b"error", "example_failures", b"example_failures", "finished_at", b"finished_at", "id", b"id", "max_metric_calls", b"max_metric_calls", "metric_calls_used", b"metric_calls_used", "reflection_model", b"reflection_model", "retryable", b"retryable", "reward_model_id", b"reward_model_id", "seed_score", b"seed_score", "seed_skill", b"seed_skill", "skill_description", b"skill_description", "skill_name", b"skill_name", "started_at", b"started_at", "status", b"status", "task_api_base", b"task_api_base", "task_model", b"task_model", "train_examples", b"train_examples", "validation_examples", b"validation_examples"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__best_score: _TypeAlias = _typing.Literal["best_score"]  # noqa: Y015
     _WhichOneofArgType__best_score: _TypeAlias = _typing.Literal["_best_score", b"_best_score"]  # noqa: Y015
@@ -520,6 +525,107 @@ class RetryGepaRunResponse(_message.Message):
 Global___RetryGepaRunResponse: _TypeAlias = RetryGepaRunResponse  # noqa: Y015
 
 @_typing.final
+class DeleteGepaRunRequest(_message.Message):
+    """Request of DeleteGepaRun."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    GEPA_RUN_ID_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The authenticated owner."""
+    gepa_run_id: _builtins.str
+    """The GEPA run; FAILED_PRECONDITION while it is queued or running."""
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        gepa_run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gepa_run_id", b"gepa_run_id", "owner_id", b"owner_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteGepaRunRequest: _TypeAlias = DeleteGepaRunRequest  # noqa: Y015
+
+@_typing.final
+class DeleteGepaRunResponse(_message.Message):
+    """Response of DeleteGepaRun."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteGepaRunResponse: _TypeAlias = DeleteGepaRunResponse  # noqa: Y015
+
+@_typing.final
+class GetGepaDefaultsRequest(_message.Message):
+    """Request of GetGepaDefaults."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetGepaDefaultsRequest: _TypeAlias = GetGepaDefaultsRequest  # noqa: Y015
+
+@_typing.final
+class GetGepaDefaultsResponse(_message.Message):
+    """Response of GetGepaDefaults."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_MODEL_FIELD_NUMBER: _builtins.int
+    REFLECTION_MODEL_FIELD_NUMBER: _builtins.int
+    TASK_MODEL_MISSING_FIELD_NUMBER: _builtins.int
+    REFLECTION_MODEL_MISSING_FIELD_NUMBER: _builtins.int
+    task_model: _builtins.str
+    """The task model of a run that names none."""
+    reflection_model: _builtins.str
+    """The reflection model of a run that names none."""
+    task_model_missing: _builtins.str
+    """The setting the service's environment lacks for the default task model; unset when it has all."""
+    reflection_model_missing: _builtins.str
+    """The setting the service's environment lacks for the default reflection model; unset when it has all."""
+    def __init__(
+        self,
+        *,
+        task_model: _builtins.str = ...,
+        reflection_model: _builtins.str = ...,
+        task_model_missing: _builtins.str | None = ...,
+        reflection_model_missing: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_reflection_model_missing", b"_reflection_model_missing", "_task_model_missing", b"_task_model_missing", "reflection_model_missing", b"reflection_model_missing", "task_model_missing", b"task_model_missing"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reflection_model_missing", b"_reflection_model_missing", "_task_model_missing", b"_task_model_missing", "reflection_model", b"reflection_model", "reflection_model_missing", b"reflection_model_missing", "task_model", b"task_model", "task_model_missing", b"task_model_missing"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__reflection_model_missing: _TypeAlias = _typing.Literal["reflection_model_missing"]  # noqa: Y015
+    _WhichOneofArgType__reflection_model_missing: _TypeAlias = _typing.Literal["_reflection_model_missing", b"_reflection_model_missing"]  # noqa: Y015
+    _WhichOneofReturnType__task_model_missing: _TypeAlias = _typing.Literal["task_model_missing"]  # noqa: Y015
+    _WhichOneofArgType__task_model_missing: _TypeAlias = _typing.Literal["_task_model_missing", b"_task_model_missing"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reflection_model_missing) -> _WhichOneofReturnType__reflection_model_missing | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__task_model_missing) -> _WhichOneofReturnType__task_model_missing | None: ...
+
+Global___GetGepaDefaultsResponse: _TypeAlias = GetGepaDefaultsResponse  # noqa: Y015
+
+@_typing.final
 class ReportGepaProgressRequest(_message.Message):
     """Request of ReportGepaProgress."""
 
@@ -579,28 +685,24 @@ class CompleteGepaJobRequest(_message.Message):
     OWNER_ID_FIELD_NUMBER: _builtins.int
     GEPA_RUN_ID_FIELD_NUMBER: _builtins.int
     JOB_ID_FIELD_NUMBER: _builtins.int
-    RESULT_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """Owner of the GEPA run."""
     gepa_run_id: _builtins.str
     """The GEPA run optimised."""
     job_id: _builtins.str
-    """The launch the report comes from; reports from a superseded launch get FAILED_PRECONDITION."""
-    @_builtins.property
-    def result(self) -> _struct_pb2.Struct:
-        """The worker's result.json: the spec's result keys when it succeeded, else {"error"}; validated by the service."""
-
+    """The launch the report comes from; reports from a superseded launch get FAILED_PRECONDITION, and a repeated
+    report of the launch that settled the run changes nothing.
+    """
     def __init__(
         self,
         *,
         owner_id: _builtins.str = ...,
         gepa_run_id: _builtins.str = ...,
         job_id: _builtins.str = ...,
-        result: _struct_pb2.Struct | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gepa_run_id", b"gepa_run_id", "job_id", b"job_id", "owner_id", b"owner_id", "result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gepa_run_id", b"gepa_run_id", "job_id", b"job_id", "owner_id", b"owner_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

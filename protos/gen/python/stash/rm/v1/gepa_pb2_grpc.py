@@ -61,6 +61,16 @@ class GepaServiceStub:
                 request_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunRequest.SerializeToString,
                 response_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunResponse.FromString,
                 _registered_method=True)
+        self.DeleteGepaRun = channel.unary_unary(
+                '/stash.rm.v1.GepaService/DeleteGepaRun',
+                request_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.DeleteGepaRunRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.DeleteGepaRunResponse.FromString,
+                _registered_method=True)
+        self.GetGepaDefaults = channel.unary_unary(
+                '/stash.rm.v1.GepaService/GetGepaDefaults',
+                request_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.GetGepaDefaultsRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.GetGepaDefaultsResponse.FromString,
+                _registered_method=True)
         self.ReportGepaProgress = channel.unary_unary(
                 '/stash.rm.v1.GepaService/ReportGepaProgress',
                 request_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.ReportGepaProgressRequest.SerializeToString,
@@ -113,6 +123,20 @@ class GepaServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteGepaRun(self, request, context):
+        """Deletes a GEPA run that is not running, with its result.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetGepaDefaults(self, request, context):
+        """Returns the models a run uses when it names none, and what the service lacks to use them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReportGepaProgress(self, request, context):
         """Records a GEPA worker's progress (metric calls used) on its running run (sent by the worker).
         """
@@ -154,6 +178,16 @@ def add_GepaServiceServicer_to_server(servicer, server):
                     servicer.RetryGepaRun,
                     request_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunRequest.FromString,
                     response_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunResponse.SerializeToString,
+            ),
+            'DeleteGepaRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGepaRun,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.DeleteGepaRunRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.DeleteGepaRunResponse.SerializeToString,
+            ),
+            'GetGepaDefaults': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetGepaDefaults,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_gepa__pb2.GetGepaDefaultsRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_gepa__pb2.GetGepaDefaultsResponse.SerializeToString,
             ),
             'ReportGepaProgress': grpc.unary_unary_rpc_method_handler(
                     servicer.ReportGepaProgress,
@@ -303,6 +337,60 @@ class GepaService:
             '/stash.rm.v1.GepaService/RetryGepaRun',
             stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunRequest.SerializeToString,
             stash_dot_rm_dot_v1_dot_gepa__pb2.RetryGepaRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGepaRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.GepaService/DeleteGepaRun',
+            stash_dot_rm_dot_v1_dot_gepa__pb2.DeleteGepaRunRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_gepa__pb2.DeleteGepaRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetGepaDefaults(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.GepaService/GetGepaDefaults',
+            stash_dot_rm_dot_v1_dot_gepa__pb2.GetGepaDefaultsRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_gepa__pb2.GetGepaDefaultsResponse.FromString,
             options,
             channel_credentials,
             insecure,

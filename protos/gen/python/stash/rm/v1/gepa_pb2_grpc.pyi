@@ -45,6 +45,10 @@ class GepaServiceStub:
     """Returns the best skill of a succeeded run as a rendered SKILL.md."""
     RetryGepaRun: _grpc.UnaryUnaryMultiCallable[_gepa_pb2.RetryGepaRunRequest, _gepa_pb2.RetryGepaRunResponse]
     """Queues a failed GEPA run again, keeping its id and settings."""
+    DeleteGepaRun: _grpc.UnaryUnaryMultiCallable[_gepa_pb2.DeleteGepaRunRequest, _gepa_pb2.DeleteGepaRunResponse]
+    """Deletes a GEPA run that is not running, with its result."""
+    GetGepaDefaults: _grpc.UnaryUnaryMultiCallable[_gepa_pb2.GetGepaDefaultsRequest, _gepa_pb2.GetGepaDefaultsResponse]
+    """Returns the models a run uses when it names none, and what the service lacks to use them."""
     ReportGepaProgress: _grpc.UnaryUnaryMultiCallable[_gepa_pb2.ReportGepaProgressRequest, _gepa_pb2.ReportGepaProgressResponse]
     """Records a GEPA worker's progress (metric calls used) on its running run (sent by the worker)."""
     CompleteGepaJob: _grpc.UnaryUnaryMultiCallable[_gepa_pb2.CompleteGepaJobRequest, _gepa_pb2.CompleteGepaJobResponse]
@@ -67,6 +71,10 @@ class GepaServiceAsyncStub(GepaServiceStub):
     """Returns the best skill of a succeeded run as a rendered SKILL.md."""
     RetryGepaRun: _aio.UnaryUnaryMultiCallable[_gepa_pb2.RetryGepaRunRequest, _gepa_pb2.RetryGepaRunResponse]  # type: ignore[assignment]
     """Queues a failed GEPA run again, keeping its id and settings."""
+    DeleteGepaRun: _aio.UnaryUnaryMultiCallable[_gepa_pb2.DeleteGepaRunRequest, _gepa_pb2.DeleteGepaRunResponse]  # type: ignore[assignment]
+    """Deletes a GEPA run that is not running, with its result."""
+    GetGepaDefaults: _aio.UnaryUnaryMultiCallable[_gepa_pb2.GetGepaDefaultsRequest, _gepa_pb2.GetGepaDefaultsResponse]  # type: ignore[assignment]
+    """Returns the models a run uses when it names none, and what the service lacks to use them."""
     ReportGepaProgress: _aio.UnaryUnaryMultiCallable[_gepa_pb2.ReportGepaProgressRequest, _gepa_pb2.ReportGepaProgressResponse]  # type: ignore[assignment]
     """Records a GEPA worker's progress (metric calls used) on its running run (sent by the worker)."""
     CompleteGepaJob: _aio.UnaryUnaryMultiCallable[_gepa_pb2.CompleteGepaJobRequest, _gepa_pb2.CompleteGepaJobResponse]  # type: ignore[assignment]
@@ -116,6 +124,22 @@ class GepaServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_gepa_pb2.RetryGepaRunResponse, _abc.Awaitable[_gepa_pb2.RetryGepaRunResponse]]:
         """Queues a failed GEPA run again, keeping its id and settings."""
+
+    @_abc_1.abstractmethod
+    def DeleteGepaRun(
+        self,
+        request: _gepa_pb2.DeleteGepaRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gepa_pb2.DeleteGepaRunResponse, _abc.Awaitable[_gepa_pb2.DeleteGepaRunResponse]]:
+        """Deletes a GEPA run that is not running, with its result."""
+
+    @_abc_1.abstractmethod
+    def GetGepaDefaults(
+        self,
+        request: _gepa_pb2.GetGepaDefaultsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gepa_pb2.GetGepaDefaultsResponse, _abc.Awaitable[_gepa_pb2.GetGepaDefaultsResponse]]:
+        """Returns the models a run uses when it names none, and what the service lacks to use them."""
 
     @_abc_1.abstractmethod
     def ReportGepaProgress(

@@ -82,6 +82,34 @@ TRACE_ORDER_SOURCE_DESCENDING: TraceOrder.ValueType  # 2
 """By source display name, Z to A; newest import first within a source."""
 Global___TraceOrder: _TypeAlias = TraceOrder  # noqa: Y015
 
+class _RevisionState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RevisionStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RevisionState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    REVISION_STATE_UNSPECIFIED: _RevisionState.ValueType  # 0
+    """Unset."""
+    REVISION_STATE_FOUND: _RevisionState.ValueType  # 1
+    """The revision is the trace's current one: the trace is in the result."""
+    REVISION_STATE_NOT_FOUND: _RevisionState.ValueType  # 2
+    """The owner has no such trace (deleted, or never theirs)."""
+    REVISION_STATE_SUPERSEDED: _RevisionState.ValueType  # 3
+    """A newer revision replaced the one wanted."""
+
+class RevisionState(_RevisionState, metaclass=_RevisionStateEnumTypeWrapper):
+    """Whether a wanted revision could be read."""
+
+REVISION_STATE_UNSPECIFIED: RevisionState.ValueType  # 0
+"""Unset."""
+REVISION_STATE_FOUND: RevisionState.ValueType  # 1
+"""The revision is the trace's current one: the trace is in the result."""
+REVISION_STATE_NOT_FOUND: RevisionState.ValueType  # 2
+"""The owner has no such trace (deleted, or never theirs)."""
+REVISION_STATE_SUPERSEDED: RevisionState.ValueType  # 3
+"""A newer revision replaced the one wanted."""
+Global___RevisionState: _TypeAlias = RevisionState  # noqa: Y015
+
 @_typing.final
 class Format(_message.Message):
     """One supported import format."""
@@ -346,6 +374,8 @@ class ListTracesRequest(_message.Message):
     PROCESS_PATTERN_FIELD_NUMBER: _builtins.int
     TRACE_IDS_FIELD_NUMBER: _builtins.int
     ORDER_FIELD_NUMBER: _builtins.int
+    SHARED_WITH_ME_FIELD_NUMBER: _builtins.int
+    TRACE_OWNER_ID_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """The authenticated owner."""
     source_id: _builtins.str
@@ -356,6 +386,10 @@ class ListTracesRequest(_message.Message):
     """
     order: Global___TraceOrder.ValueType
     """The order of the pages; unspecified: newest import first."""
+    shared_with_me: _builtins.bool
+    """List the traces other owners share with owner_id (the caller, as reviewer) instead of the caller's own."""
+    trace_owner_id: _builtins.str
+    """Only the traces of this owner (on the caller's own list, another owner matches nothing)."""
     @_builtins.property
     def page(self) -> _common_pb2.PageRequest:
         """Which page to return."""
@@ -383,19 +417,25 @@ class ListTracesRequest(_message.Message):
         process_pattern: _builtins.str | None = ...,
         trace_ids: _abc.Iterable[_builtins.str] | None = ...,
         order: Global___TraceOrder.ValueType = ...,
+        shared_with_me: _builtins.bool = ...,
+        trace_owner_id: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_process_pattern", b"_process_pattern", "_source_id", b"_source_id", "created_after", b"created_after", "created_before", b"created_before", "page", b"page", "process_pattern", b"process_pattern", "source_id", b"source_id"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_process_pattern", b"_process_pattern", "_source_id", b"_source_id", "_trace_owner_id", b"_trace_owner_id", "created_after", b"created_after", "created_before", b"created_before", "page", b"page", "process_pattern", b"process_pattern", "source_id", b"source_id", "trace_owner_id", b"trace_owner_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_process_pattern", b"_process_pattern", "_source_id", b"_source_id", "created_after", b"created_after", "created_before", b"created_before", "order", b"order", "owner_id", b"owner_id", "page", b"page", "process_pattern", b"process_pattern", "source_id", b"source_id", "trace_ids", b"trace_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_process_pattern", b"_process_pattern", "_source_id", b"_source_id", "_trace_owner_id", b"_trace_owner_id", "created_after", b"created_after", "created_before", b"created_before", "order", b"order", "owner_id", b"owner_id", "page", b"page", "process_pattern", b"process_pattern", "shared_with_me", b"shared_with_me", "source_id", b"source_id", "trace_ids", b"trace_ids", "trace_owner_id", b"trace_owner_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__process_pattern: _TypeAlias = _typing.Literal["process_pattern"]  # noqa: Y015
     _WhichOneofArgType__process_pattern: _TypeAlias = _typing.Literal["_process_pattern", b"_process_pattern"]  # noqa: Y015
     _WhichOneofReturnType__source_id: _TypeAlias = _typing.Literal["source_id"]  # noqa: Y015
     _WhichOneofArgType__source_id: _TypeAlias = _typing.Literal["_source_id", b"_source_id"]  # noqa: Y015
+    _WhichOneofReturnType__trace_owner_id: _TypeAlias = _typing.Literal["trace_owner_id"]  # noqa: Y015
+    _WhichOneofArgType__trace_owner_id: _TypeAlias = _typing.Literal["_trace_owner_id", b"_trace_owner_id"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__process_pattern) -> _WhichOneofReturnType__process_pattern | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__source_id) -> _WhichOneofReturnType__source_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__trace_owner_id) -> _WhichOneofReturnType__trace_owner_id | None: ...
 
 Global___ListTracesRequest: _TypeAlias = ListTracesRequest  # noqa: Y015
 
@@ -1215,6 +1255,116 @@ class GetTraceRevisionResponse(_message.Message):
 Global___GetTraceRevisionResponse: _TypeAlias = GetTraceRevisionResponse  # noqa: Y015
 
 @_typing.final
+class BatchGetTraceRevisionsRequest(_message.Message):
+    """Request of BatchGetTraceRevisions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    WANTED_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The owner of the traces."""
+    @_builtins.property
+    def wanted(self) -> _containers.RepeatedCompositeFieldContainer[Global___WantedRevision]:
+        """The traces and the revision wanted of each (at most 500)."""
+
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        wanted: _abc.Iterable[Global___WantedRevision] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "wanted", b"wanted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BatchGetTraceRevisionsRequest: _TypeAlias = BatchGetTraceRevisionsRequest  # noqa: Y015
+
+@_typing.final
+class WantedRevision(_message.Message):
+    """One trace and the revision wanted of it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    trace_id: _builtins.str
+    """The trace."""
+    revision: _builtins.int
+    """The revision wanted."""
+    def __init__(
+        self,
+        *,
+        trace_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["revision", b"revision", "trace_id", b"trace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WantedRevision: _TypeAlias = WantedRevision  # noqa: Y015
+
+@_typing.final
+class BatchGetTraceRevisionsResponse(_message.Message):
+    """Response of BatchGetTraceRevisions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___TraceRevisionResult]:
+        """One result per wanted revision, in request order."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___TraceRevisionResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BatchGetTraceRevisionsResponse: _TypeAlias = BatchGetTraceRevisionsResponse  # noqa: Y015
+
+@_typing.final
+class TraceRevisionResult(_message.Message):
+    """What a batch read found for one wanted revision."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATE_FIELD_NUMBER: _builtins.int
+    TRACE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    state: Global___RevisionState.ValueType
+    """FOUND with the trace, or why there is none."""
+    error_message: _builtins.str
+    """What was wrong, when not FOUND (it names no id: results are in request order)."""
+    @_builtins.property
+    def trace(self) -> _common_pb2.Trace:
+        """The trace at that revision, with its steps and metadata (no spans); set when FOUND."""
+
+    def __init__(
+        self,
+        *,
+        state: Global___RevisionState.ValueType = ...,
+        trace: _common_pb2.Trace | None = ...,
+        error_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["trace", b"trace"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_message", b"error_message", "state", b"state", "trace", b"trace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TraceRevisionResult: _TypeAlias = TraceRevisionResult  # noqa: Y015
+
+@_typing.final
 class UploadTranscriptRequest(_message.Message):
     """Request of UploadTranscript."""
 
@@ -1281,3 +1431,260 @@ class UploadTranscriptResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___UploadTranscriptResponse: _TypeAlias = UploadTranscriptResponse  # noqa: Y015
+
+@_typing.final
+class ReviewGrant(_message.Message):
+    """A reviewer's access to one owner's traces: all of them, or those of chosen sources."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    REVIEWER_ID_FIELD_NUMBER: _builtins.int
+    ALL_SOURCES_FIELD_NUMBER: _builtins.int
+    SOURCE_IDS_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The owner who shares their traces."""
+    reviewer_id: _builtins.str
+    """The user who may read and annotate them."""
+    all_sources: _builtins.bool
+    """True: every trace of the owner, present and future; false: only the traces of source_ids."""
+    @_builtins.property
+    def source_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The shared source ids when all_sources is false, sorted."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When the grant was first given."""
+
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp:
+        """When it last changed."""
+
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        reviewer_id: _builtins.str = ...,
+        all_sources: _builtins.bool = ...,
+        source_ids: _abc.Iterable[_builtins.str] | None = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_sources", b"all_sources", "created_at", b"created_at", "owner_id", b"owner_id", "reviewer_id", b"reviewer_id", "source_ids", b"source_ids", "updated_at", b"updated_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReviewGrant: _TypeAlias = ReviewGrant  # noqa: Y015
+
+@_typing.final
+class PutReviewGrantRequest(_message.Message):
+    """Request of PutReviewGrant."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    REVIEWER_ID_FIELD_NUMBER: _builtins.int
+    ALL_SOURCES_FIELD_NUMBER: _builtins.int
+    SOURCE_IDS_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The authenticated owner, who shares."""
+    reviewer_id: _builtins.str
+    """The reviewer, an existing user other than the owner."""
+    all_sources: _builtins.bool
+    """Share every trace; when false, source_ids names the shared sources (at least one)."""
+    @_builtins.property
+    def source_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Source ids (1-200 chars each) to share when all_sources is false."""
+
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        reviewer_id: _builtins.str = ...,
+        all_sources: _builtins.bool = ...,
+        source_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_sources", b"all_sources", "owner_id", b"owner_id", "reviewer_id", b"reviewer_id", "source_ids", b"source_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PutReviewGrantRequest: _TypeAlias = PutReviewGrantRequest  # noqa: Y015
+
+@_typing.final
+class PutReviewGrantResponse(_message.Message):
+    """Response of PutReviewGrant."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRANT_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    created: _builtins.bool
+    """True when the reviewer had no grant of this owner before."""
+    @_builtins.property
+    def grant(self) -> Global___ReviewGrant:
+        """The grant as stored."""
+
+    def __init__(
+        self,
+        *,
+        grant: Global___ReviewGrant | None = ...,
+        created: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["grant", b"grant"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "grant", b"grant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PutReviewGrantResponse: _TypeAlias = PutReviewGrantResponse  # noqa: Y015
+
+@_typing.final
+class ListReviewGrantsRequest(_message.Message):
+    """Request of ListReviewGrants."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    SHARED_WITH_ME_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The authenticated caller."""
+    shared_with_me: _builtins.bool
+    """False: the grants the caller gave as owner; true: the grants other owners gave the caller."""
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        shared_with_me: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "shared_with_me", b"shared_with_me"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListReviewGrantsRequest: _TypeAlias = ListReviewGrantsRequest  # noqa: Y015
+
+@_typing.final
+class ListReviewGrantsResponse(_message.Message):
+    """Response of ListReviewGrants."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRANTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def grants(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReviewGrant]:
+        """The grants, oldest first."""
+
+    def __init__(
+        self,
+        *,
+        grants: _abc.Iterable[Global___ReviewGrant] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grants", b"grants"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListReviewGrantsResponse: _TypeAlias = ListReviewGrantsResponse  # noqa: Y015
+
+@_typing.final
+class DeleteReviewGrantRequest(_message.Message):
+    """Request of DeleteReviewGrant."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    REVIEWER_ID_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The authenticated owner."""
+    reviewer_id: _builtins.str
+    """The reviewer whose grant is revoked."""
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        reviewer_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "reviewer_id", b"reviewer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteReviewGrantRequest: _TypeAlias = DeleteReviewGrantRequest  # noqa: Y015
+
+@_typing.final
+class DeleteReviewGrantResponse(_message.Message):
+    """Response of DeleteReviewGrant."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteReviewGrantResponse: _TypeAlias = DeleteReviewGrantResponse  # noqa: Y015
+
+@_typing.final
+class AuthorizeTraceRequest(_message.Message):
+    """Request of AuthorizeTrace."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The authenticated caller."""
+    trace_id: _builtins.str
+    """The trace the caller wants to read."""
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        trace_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "trace_id", b"trace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuthorizeTraceRequest: _TypeAlias = AuthorizeTraceRequest  # noqa: Y015
+
+@_typing.final
+class AuthorizeTraceResponse(_message.Message):
+    """Response of AuthorizeTrace."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRACE_OWNER_ID_FIELD_NUMBER: _builtins.int
+    REVIEWER_FIELD_NUMBER: _builtins.int
+    trace_owner_id: _builtins.str
+    """The trace's owner: the caller, or the owner who shares it with the caller."""
+    reviewer: _builtins.bool
+    """True when the caller reads the trace as a reviewer: they may read and annotate it, nothing more."""
+    def __init__(
+        self,
+        *,
+        trace_owner_id: _builtins.str = ...,
+        reviewer: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reviewer", b"reviewer", "trace_owner_id", b"trace_owner_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuthorizeTraceResponse: _TypeAlias = AuthorizeTraceResponse  # noqa: Y015

@@ -117,6 +117,11 @@ class IngestServiceStub:
                 request_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.GetTraceRevisionRequest.SerializeToString,
                 response_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.GetTraceRevisionResponse.FromString,
                 _registered_method=True)
+        self.BatchGetTraceRevisions = channel.unary_unary(
+                '/stash.rm.v1.IngestService/BatchGetTraceRevisions',
+                request_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.BatchGetTraceRevisionsRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.BatchGetTraceRevisionsResponse.FromString,
+                _registered_method=True)
         self.StreamOwnerRows = channel.unary_stream(
                 '/stash.rm.v1.IngestService/StreamOwnerRows',
                 request_serializer=stash_dot_rm_dot_v1_dot_common__pb2.StreamOwnerRowsRequest.SerializeToString,
@@ -131,6 +136,26 @@ class IngestServiceStub:
                 '/stash.rm.v1.IngestService/UploadTranscript',
                 request_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.UploadTranscriptRequest.SerializeToString,
                 response_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.UploadTranscriptResponse.FromString,
+                _registered_method=True)
+        self.PutReviewGrant = channel.unary_unary(
+                '/stash.rm.v1.IngestService/PutReviewGrant',
+                request_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.PutReviewGrantRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.PutReviewGrantResponse.FromString,
+                _registered_method=True)
+        self.ListReviewGrants = channel.unary_unary(
+                '/stash.rm.v1.IngestService/ListReviewGrants',
+                request_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.ListReviewGrantsRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.ListReviewGrantsResponse.FromString,
+                _registered_method=True)
+        self.DeleteReviewGrant = channel.unary_unary(
+                '/stash.rm.v1.IngestService/DeleteReviewGrant',
+                request_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.DeleteReviewGrantRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.DeleteReviewGrantResponse.FromString,
+                _registered_method=True)
+        self.AuthorizeTrace = channel.unary_unary(
+                '/stash.rm.v1.IngestService/AuthorizeTrace',
+                request_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.AuthorizeTraceRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.AuthorizeTraceResponse.FromString,
                 _registered_method=True)
 
 
@@ -251,6 +276,13 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BatchGetTraceRevisions(self, request, context):
+        """Returns several of the owner's traces, each as of one revision, in one call (the labeler's reads).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StreamOwnerRows(self, request, context):
         """Streams the owner's traces, steps and annotations as Arrow IPC batches, for the gateway's SQL queries.
         """
@@ -267,6 +299,35 @@ class IngestServiceServicer:
 
     def UploadTranscript(self, request, context):
         """Uploads one native agent transcript (Claude Code or Codex) as a growing snapshot of one trace.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutReviewGrant(self, request, context):
+        """Grants a reviewer read-and-annotate access to the owner's traces (all, or chosen sources); replaces a grant.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListReviewGrants(self, request, context):
+        """Lists the grants the owner gave, or with shared_with_me the grants the caller received.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteReviewGrant(self, request, context):
+        """Revokes a grant: the reviewer's next request no longer finds the owner's traces.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AuthorizeTrace(self, request, context):
+        """Who owns a trace the caller may read, and whether the caller reads it as its owner or as a reviewer:
+        the one access decision every service relies on. NOT_FOUND when the caller may not read it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -355,6 +416,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     request_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.GetTraceRevisionRequest.FromString,
                     response_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.GetTraceRevisionResponse.SerializeToString,
             ),
+            'BatchGetTraceRevisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchGetTraceRevisions,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.BatchGetTraceRevisionsRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.BatchGetTraceRevisionsResponse.SerializeToString,
+            ),
             'StreamOwnerRows': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamOwnerRows,
                     request_deserializer=stash_dot_rm_dot_v1_dot_common__pb2.StreamOwnerRowsRequest.FromString,
@@ -369,6 +435,26 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.UploadTranscript,
                     request_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.UploadTranscriptRequest.FromString,
                     response_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.UploadTranscriptResponse.SerializeToString,
+            ),
+            'PutReviewGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutReviewGrant,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.PutReviewGrantRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.PutReviewGrantResponse.SerializeToString,
+            ),
+            'ListReviewGrants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListReviewGrants,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.ListReviewGrantsRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.ListReviewGrantsResponse.SerializeToString,
+            ),
+            'DeleteReviewGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteReviewGrant,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.DeleteReviewGrantRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.DeleteReviewGrantResponse.SerializeToString,
+            ),
+            'AuthorizeTrace': grpc.unary_unary_rpc_method_handler(
+                    servicer.AuthorizeTrace,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_ingest__pb2.AuthorizeTraceRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_ingest__pb2.AuthorizeTraceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -816,6 +902,33 @@ class IngestService:
             _registered_method=True)
 
     @staticmethod
+    def BatchGetTraceRevisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.IngestService/BatchGetTraceRevisions',
+            stash_dot_rm_dot_v1_dot_ingest__pb2.BatchGetTraceRevisionsRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_ingest__pb2.BatchGetTraceRevisionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def StreamOwnerRows(request,
             target,
             options=(),
@@ -886,6 +999,114 @@ class IngestService:
             '/stash.rm.v1.IngestService/UploadTranscript',
             stash_dot_rm_dot_v1_dot_ingest__pb2.UploadTranscriptRequest.SerializeToString,
             stash_dot_rm_dot_v1_dot_ingest__pb2.UploadTranscriptResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutReviewGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.IngestService/PutReviewGrant',
+            stash_dot_rm_dot_v1_dot_ingest__pb2.PutReviewGrantRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_ingest__pb2.PutReviewGrantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListReviewGrants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.IngestService/ListReviewGrants',
+            stash_dot_rm_dot_v1_dot_ingest__pb2.ListReviewGrantsRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_ingest__pb2.ListReviewGrantsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteReviewGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.IngestService/DeleteReviewGrant',
+            stash_dot_rm_dot_v1_dot_ingest__pb2.DeleteReviewGrantRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_ingest__pb2.DeleteReviewGrantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AuthorizeTrace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.IngestService/AuthorizeTrace',
+            stash_dot_rm_dot_v1_dot_ingest__pb2.AuthorizeTraceRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_ingest__pb2.AuthorizeTraceResponse.FromString,
             options,
             channel_credentials,
             insecure,

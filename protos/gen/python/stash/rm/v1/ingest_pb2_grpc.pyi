@@ -68,12 +68,24 @@ class IngestServiceStub:
     """Lists trace revisions changed after a cursor, across owners, for the labeler's and scorer's sweeps."""
     GetTraceRevision: _grpc.UnaryUnaryMultiCallable[_ingest_pb2.GetTraceRevisionRequest, _ingest_pb2.GetTraceRevisionResponse]
     """Returns a trace as of one revision."""
+    BatchGetTraceRevisions: _grpc.UnaryUnaryMultiCallable[_ingest_pb2.BatchGetTraceRevisionsRequest, _ingest_pb2.BatchGetTraceRevisionsResponse]
+    """Returns several of the owner's traces, each as of one revision, in one call (the labeler's reads)."""
     StreamOwnerRows: _grpc.UnaryStreamMultiCallable[_common_pb2.StreamOwnerRowsRequest, _common_pb2.StreamOwnerRowsResponse]
     """Streams the owner's traces, steps and annotations as Arrow IPC batches, for the gateway's SQL queries."""
     GetOwnerVersion: _grpc.UnaryUnaryMultiCallable[_common_pb2.GetOwnerVersionRequest, _common_pb2.GetOwnerVersionResponse]
     """The owner's change marker for those tables: it changes whenever one of their rows does."""
     UploadTranscript: _grpc.UnaryUnaryMultiCallable[_ingest_pb2.UploadTranscriptRequest, _ingest_pb2.UploadTranscriptResponse]
     """Uploads one native agent transcript (Claude Code or Codex) as a growing snapshot of one trace."""
+    PutReviewGrant: _grpc.UnaryUnaryMultiCallable[_ingest_pb2.PutReviewGrantRequest, _ingest_pb2.PutReviewGrantResponse]
+    """Grants a reviewer read-and-annotate access to the owner's traces (all, or chosen sources); replaces a grant."""
+    ListReviewGrants: _grpc.UnaryUnaryMultiCallable[_ingest_pb2.ListReviewGrantsRequest, _ingest_pb2.ListReviewGrantsResponse]
+    """Lists the grants the owner gave, or with shared_with_me the grants the caller received."""
+    DeleteReviewGrant: _grpc.UnaryUnaryMultiCallable[_ingest_pb2.DeleteReviewGrantRequest, _ingest_pb2.DeleteReviewGrantResponse]
+    """Revokes a grant: the reviewer's next request no longer finds the owner's traces."""
+    AuthorizeTrace: _grpc.UnaryUnaryMultiCallable[_ingest_pb2.AuthorizeTraceRequest, _ingest_pb2.AuthorizeTraceResponse]
+    """Who owns a trace the caller may read, and whether the caller reads it as its owner or as a reviewer:
+    the one access decision every service relies on. NOT_FOUND when the caller may not read it.
+    """
 
 @_typing.type_check_only
 class IngestServiceAsyncStub(IngestServiceStub):
@@ -114,12 +126,24 @@ class IngestServiceAsyncStub(IngestServiceStub):
     """Lists trace revisions changed after a cursor, across owners, for the labeler's and scorer's sweeps."""
     GetTraceRevision: _aio.UnaryUnaryMultiCallable[_ingest_pb2.GetTraceRevisionRequest, _ingest_pb2.GetTraceRevisionResponse]  # type: ignore[assignment]
     """Returns a trace as of one revision."""
+    BatchGetTraceRevisions: _aio.UnaryUnaryMultiCallable[_ingest_pb2.BatchGetTraceRevisionsRequest, _ingest_pb2.BatchGetTraceRevisionsResponse]  # type: ignore[assignment]
+    """Returns several of the owner's traces, each as of one revision, in one call (the labeler's reads)."""
     StreamOwnerRows: _aio.UnaryStreamMultiCallable[_common_pb2.StreamOwnerRowsRequest, _common_pb2.StreamOwnerRowsResponse]  # type: ignore[assignment]
     """Streams the owner's traces, steps and annotations as Arrow IPC batches, for the gateway's SQL queries."""
     GetOwnerVersion: _aio.UnaryUnaryMultiCallable[_common_pb2.GetOwnerVersionRequest, _common_pb2.GetOwnerVersionResponse]  # type: ignore[assignment]
     """The owner's change marker for those tables: it changes whenever one of their rows does."""
     UploadTranscript: _aio.UnaryUnaryMultiCallable[_ingest_pb2.UploadTranscriptRequest, _ingest_pb2.UploadTranscriptResponse]  # type: ignore[assignment]
     """Uploads one native agent transcript (Claude Code or Codex) as a growing snapshot of one trace."""
+    PutReviewGrant: _aio.UnaryUnaryMultiCallable[_ingest_pb2.PutReviewGrantRequest, _ingest_pb2.PutReviewGrantResponse]  # type: ignore[assignment]
+    """Grants a reviewer read-and-annotate access to the owner's traces (all, or chosen sources); replaces a grant."""
+    ListReviewGrants: _aio.UnaryUnaryMultiCallable[_ingest_pb2.ListReviewGrantsRequest, _ingest_pb2.ListReviewGrantsResponse]  # type: ignore[assignment]
+    """Lists the grants the owner gave, or with shared_with_me the grants the caller received."""
+    DeleteReviewGrant: _aio.UnaryUnaryMultiCallable[_ingest_pb2.DeleteReviewGrantRequest, _ingest_pb2.DeleteReviewGrantResponse]  # type: ignore[assignment]
+    """Revokes a grant: the reviewer's next request no longer finds the owner's traces."""
+    AuthorizeTrace: _aio.UnaryUnaryMultiCallable[_ingest_pb2.AuthorizeTraceRequest, _ingest_pb2.AuthorizeTraceResponse]  # type: ignore[assignment]
+    """Who owns a trace the caller may read, and whether the caller reads it as its owner or as a reviewer:
+    the one access decision every service relies on. NOT_FOUND when the caller may not read it.
+    """
 
 class IngestServiceServicer(metaclass=_abc_1.ABCMeta):
     """IngestService turns agent traces into canonical Stash Traces and owns
@@ -255,6 +279,14 @@ class IngestServiceServicer(metaclass=_abc_1.ABCMeta):
         """Returns a trace as of one revision."""
 
     @_abc_1.abstractmethod
+    def BatchGetTraceRevisions(
+        self,
+        request: _ingest_pb2.BatchGetTraceRevisionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ingest_pb2.BatchGetTraceRevisionsResponse, _abc.Awaitable[_ingest_pb2.BatchGetTraceRevisionsResponse]]:
+        """Returns several of the owner's traces, each as of one revision, in one call (the labeler's reads)."""
+
+    @_abc_1.abstractmethod
     def StreamOwnerRows(
         self,
         request: _common_pb2.StreamOwnerRowsRequest,
@@ -277,5 +309,39 @@ class IngestServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_ingest_pb2.UploadTranscriptResponse, _abc.Awaitable[_ingest_pb2.UploadTranscriptResponse]]:
         """Uploads one native agent transcript (Claude Code or Codex) as a growing snapshot of one trace."""
+
+    @_abc_1.abstractmethod
+    def PutReviewGrant(
+        self,
+        request: _ingest_pb2.PutReviewGrantRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ingest_pb2.PutReviewGrantResponse, _abc.Awaitable[_ingest_pb2.PutReviewGrantResponse]]:
+        """Grants a reviewer read-and-annotate access to the owner's traces (all, or chosen sources); replaces a grant."""
+
+    @_abc_1.abstractmethod
+    def ListReviewGrants(
+        self,
+        request: _ingest_pb2.ListReviewGrantsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ingest_pb2.ListReviewGrantsResponse, _abc.Awaitable[_ingest_pb2.ListReviewGrantsResponse]]:
+        """Lists the grants the owner gave, or with shared_with_me the grants the caller received."""
+
+    @_abc_1.abstractmethod
+    def DeleteReviewGrant(
+        self,
+        request: _ingest_pb2.DeleteReviewGrantRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ingest_pb2.DeleteReviewGrantResponse, _abc.Awaitable[_ingest_pb2.DeleteReviewGrantResponse]]:
+        """Revokes a grant: the reviewer's next request no longer finds the owner's traces."""
+
+    @_abc_1.abstractmethod
+    def AuthorizeTrace(
+        self,
+        request: _ingest_pb2.AuthorizeTraceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ingest_pb2.AuthorizeTraceResponse, _abc.Awaitable[_ingest_pb2.AuthorizeTraceResponse]]:
+        """Who owns a trace the caller may read, and whether the caller reads it as its owner or as a reviewer:
+        the one access decision every service relies on. NOT_FOUND when the caller may not read it.
+        """
 
 def add_IngestServiceServicer_to_server(servicer: IngestServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -617,6 +617,82 @@ class AnnounceTraceRevisionResponse(_message.Message):
 Global___AnnounceTraceRevisionResponse: _TypeAlias = AnnounceTraceRevisionResponse  # noqa: Y015
 
 @_typing.final
+class AnnounceTraceRevisionsRequest(_message.Message):
+    """Request of AnnounceTraceRevisions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    REVISIONS_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """Owner of the traces."""
+    @_builtins.property
+    def revisions(self) -> _containers.RepeatedCompositeFieldContainer[Global___AnnouncedRevision]:
+        """The new revisions (at most 1000)."""
+
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        revisions: _abc.Iterable[Global___AnnouncedRevision] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "revisions", b"revisions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnnounceTraceRevisionsRequest: _TypeAlias = AnnounceTraceRevisionsRequest  # noqa: Y015
+
+@_typing.final
+class AnnouncedRevision(_message.Message):
+    """One trace's new revision."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    trace_id: _builtins.str
+    """The trace."""
+    revision: _builtins.int
+    """The new revision."""
+    def __init__(
+        self,
+        *,
+        trace_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["revision", b"revision", "trace_id", b"trace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnnouncedRevision: _TypeAlias = AnnouncedRevision  # noqa: Y015
+
+@_typing.final
+class AnnounceTraceRevisionsResponse(_message.Message):
+    """Response of AnnounceTraceRevisions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUED_FIELD_NUMBER: _builtins.int
+    queued: _builtins.int
+    """How many of them were queued now (the others were queued before, or were another owner's)."""
+    def __init__(
+        self,
+        *,
+        queued: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queued", b"queued"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnnounceTraceRevisionsResponse: _TypeAlias = AnnounceTraceRevisionsResponse  # noqa: Y015
+
+@_typing.final
 class RelabelTraceRequest(_message.Message):
     """Request of RelabelTrace."""
 

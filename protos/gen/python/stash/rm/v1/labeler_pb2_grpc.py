@@ -43,6 +43,11 @@ class LabelerServiceStub:
                 request_serializer=stash_dot_rm_dot_v1_dot_labeler__pb2.AnnounceTraceRevisionRequest.SerializeToString,
                 response_deserializer=stash_dot_rm_dot_v1_dot_labeler__pb2.AnnounceTraceRevisionResponse.FromString,
                 _registered_method=True)
+        self.AnnounceTraceRevisions = channel.unary_unary(
+                '/stash.rm.v1.LabelerService/AnnounceTraceRevisions',
+                request_serializer=stash_dot_rm_dot_v1_dot_labeler__pb2.AnnounceTraceRevisionsRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_labeler__pb2.AnnounceTraceRevisionsResponse.FromString,
+                _registered_method=True)
         self.RelabelTrace = channel.unary_unary(
                 '/stash.rm.v1.LabelerService/RelabelTrace',
                 request_serializer=stash_dot_rm_dot_v1_dot_labeler__pb2.RelabelTraceRequest.SerializeToString,
@@ -108,6 +113,13 @@ class LabelerServiceServicer:
 
     def AnnounceTraceRevision(self, request, context):
         """Wakes the labeler for a new trace revision (sent by ingest; the sweep catches missed ones).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AnnounceTraceRevisions(self, request, context):
+        """Queues evaluations of several of one owner's new trace revisions in one call (ingest, after an import).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -198,6 +210,11 @@ def add_LabelerServiceServicer_to_server(servicer, server):
                     request_deserializer=stash_dot_rm_dot_v1_dot_labeler__pb2.AnnounceTraceRevisionRequest.FromString,
                     response_serializer=stash_dot_rm_dot_v1_dot_labeler__pb2.AnnounceTraceRevisionResponse.SerializeToString,
             ),
+            'AnnounceTraceRevisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.AnnounceTraceRevisions,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_labeler__pb2.AnnounceTraceRevisionsRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_labeler__pb2.AnnounceTraceRevisionsResponse.SerializeToString,
+            ),
             'RelabelTrace': grpc.unary_unary_rpc_method_handler(
                     servicer.RelabelTrace,
                     request_deserializer=stash_dot_rm_dot_v1_dot_labeler__pb2.RelabelTraceRequest.FromString,
@@ -284,6 +301,33 @@ class LabelerService:
             '/stash.rm.v1.LabelerService/AnnounceTraceRevision',
             stash_dot_rm_dot_v1_dot_labeler__pb2.AnnounceTraceRevisionRequest.SerializeToString,
             stash_dot_rm_dot_v1_dot_labeler__pb2.AnnounceTraceRevisionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AnnounceTraceRevisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.LabelerService/AnnounceTraceRevisions',
+            stash_dot_rm_dot_v1_dot_labeler__pb2.AnnounceTraceRevisionsRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_labeler__pb2.AnnounceTraceRevisionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -39,6 +39,8 @@ class LabelerServiceStub:
     def __new__(cls, channel: _aio.Channel) -> LabelerServiceAsyncStub: ...
     AnnounceTraceRevision: _grpc.UnaryUnaryMultiCallable[_labeler_pb2.AnnounceTraceRevisionRequest, _labeler_pb2.AnnounceTraceRevisionResponse]
     """Wakes the labeler for a new trace revision (sent by ingest; the sweep catches missed ones)."""
+    AnnounceTraceRevisions: _grpc.UnaryUnaryMultiCallable[_labeler_pb2.AnnounceTraceRevisionsRequest, _labeler_pb2.AnnounceTraceRevisionsResponse]
+    """Queues evaluations of several of one owner's new trace revisions in one call (ingest, after an import)."""
     RelabelTrace: _grpc.UnaryUnaryMultiCallable[_labeler_pb2.RelabelTraceRequest, _labeler_pb2.RelabelTraceResponse]
     """Reruns labels and scores for the trace's current revision."""
     GetTraceEvaluation: _grpc.UnaryUnaryMultiCallable[_labeler_pb2.GetTraceEvaluationRequest, _labeler_pb2.GetTraceEvaluationResponse]
@@ -72,6 +74,8 @@ class LabelerServiceAsyncStub(LabelerServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     AnnounceTraceRevision: _aio.UnaryUnaryMultiCallable[_labeler_pb2.AnnounceTraceRevisionRequest, _labeler_pb2.AnnounceTraceRevisionResponse]  # type: ignore[assignment]
     """Wakes the labeler for a new trace revision (sent by ingest; the sweep catches missed ones)."""
+    AnnounceTraceRevisions: _aio.UnaryUnaryMultiCallable[_labeler_pb2.AnnounceTraceRevisionsRequest, _labeler_pb2.AnnounceTraceRevisionsResponse]  # type: ignore[assignment]
+    """Queues evaluations of several of one owner's new trace revisions in one call (ingest, after an import)."""
     RelabelTrace: _aio.UnaryUnaryMultiCallable[_labeler_pb2.RelabelTraceRequest, _labeler_pb2.RelabelTraceResponse]  # type: ignore[assignment]
     """Reruns labels and scores for the trace's current revision."""
     GetTraceEvaluation: _aio.UnaryUnaryMultiCallable[_labeler_pb2.GetTraceEvaluationRequest, _labeler_pb2.GetTraceEvaluationResponse]  # type: ignore[assignment]
@@ -108,6 +112,14 @@ class LabelerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_labeler_pb2.AnnounceTraceRevisionResponse, _abc.Awaitable[_labeler_pb2.AnnounceTraceRevisionResponse]]:
         """Wakes the labeler for a new trace revision (sent by ingest; the sweep catches missed ones)."""
+
+    @_abc_1.abstractmethod
+    def AnnounceTraceRevisions(
+        self,
+        request: _labeler_pb2.AnnounceTraceRevisionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_labeler_pb2.AnnounceTraceRevisionsResponse, _abc.Awaitable[_labeler_pb2.AnnounceTraceRevisionsResponse]]:
+        """Queues evaluations of several of one owner's new trace revisions in one call (ingest, after an import)."""
 
     @_abc_1.abstractmethod
     def RelabelTrace(

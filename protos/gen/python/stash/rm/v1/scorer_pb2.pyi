@@ -625,42 +625,47 @@ class ReportScoringResultResponse(_message.Message):
 Global___ReportScoringResultResponse: _TypeAlias = ReportScoringResultResponse  # noqa: Y015
 
 @_typing.final
-class TrainingTraceScores(_message.Message):
-    """The scores a training job computed for one of its selected traces."""
+class ForgetRewardModelRequest(_message.Message):
+    """Request of ForgetRewardModel."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    TRACE_ID_FIELD_NUMBER: _builtins.int
-    TRACE_REVISION_FIELD_NUMBER: _builtins.int
-    TRACE_SCORE_FIELD_NUMBER: _builtins.int
-    ACTION_SCORES_FIELD_NUMBER: _builtins.int
-    trace_id: _builtins.str
-    """The trace."""
-    trace_revision: _builtins.int
-    """The trace revision the training job read; a superseded revision publishes nothing."""
-    trace_score: _builtins.float
-    """The raw trace reward."""
-    @_builtins.property
-    def action_scores(self) -> _containers.RepeatedCompositeFieldContainer[Global___ActionScoreResult]:
-        """One result per eligible action of that revision (none when the model trained no action pairs)."""
-
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    REWARD_MODEL_ID_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """Owner of the reward model."""
+    reward_model_id: _builtins.str
+    """The deleted reward model."""
     def __init__(
         self,
         *,
-        trace_id: _builtins.str = ...,
-        trace_revision: _builtins.int = ...,
-        trace_score: _builtins.float | None = ...,
-        action_scores: _abc.Iterable[Global___ActionScoreResult] | None = ...,
+        owner_id: _builtins.str = ...,
+        reward_model_id: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_trace_score", b"_trace_score", "trace_score", b"trace_score"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_trace_score", b"_trace_score", "action_scores", b"action_scores", "trace_id", b"trace_id", "trace_revision", b"trace_revision", "trace_score", b"trace_score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "reward_model_id", b"reward_model_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType__trace_score: _TypeAlias = _typing.Literal["trace_score"]  # noqa: Y015
-    _WhichOneofArgType__trace_score: _TypeAlias = _typing.Literal["_trace_score", b"_trace_score"]  # noqa: Y015
-    def WhichOneof(self, oneof_group: _WhichOneofArgType__trace_score) -> _WhichOneofReturnType__trace_score | None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___TrainingTraceScores: _TypeAlias = TrainingTraceScores  # noqa: Y015
+Global___ForgetRewardModelRequest: _TypeAlias = ForgetRewardModelRequest  # noqa: Y015
+
+@_typing.final
+class ForgetRewardModelResponse(_message.Message):
+    """Response of ForgetRewardModel."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForgetRewardModelResponse: _TypeAlias = ForgetRewardModelResponse  # noqa: Y015
 
 @_typing.final
 class PublishTrainingScoresRequest(_message.Message):
@@ -670,25 +675,26 @@ class PublishTrainingScoresRequest(_message.Message):
 
     OWNER_ID_FIELD_NUMBER: _builtins.int
     REWARD_MODEL_ID_FIELD_NUMBER: _builtins.int
-    TRACES_FIELD_NUMBER: _builtins.int
+    JOB_KEY_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """Owner of the reward model and its traces."""
     reward_model_id: _builtins.str
     """The reward model that just succeeded."""
-    @_builtins.property
-    def traces(self) -> _containers.RepeatedCompositeFieldContainer[Global___TrainingTraceScores]:
-        """The selected traces' scores."""
-
+    job_key: _builtins.str
+    """The object-storage key of the model's training job (`jobs/trainer/<job id>`): its job.json names the
+    owner, the model and each selected trace's revision, and its scores.jsonl and action_scores.jsonl hold
+    the scores.
+    """
     def __init__(
         self,
         *,
         owner_id: _builtins.str = ...,
         reward_model_id: _builtins.str = ...,
-        traces: _abc.Iterable[Global___TrainingTraceScores] | None = ...,
+        job_key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "reward_model_id", b"reward_model_id", "traces", b"traces"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_key", b"job_key", "owner_id", b"owner_id", "reward_model_id", b"reward_model_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -719,3 +725,246 @@ class PublishTrainingScoresResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PublishTrainingScoresResponse: _TypeAlias = PublishTrainingScoresResponse  # noqa: Y015
+
+@_typing.final
+class PublishEvaluatorReleaseRequest(_message.Message):
+    """The shared evaluator's current release, as the trainer decided it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NUMBER_FIELD_NUMBER: _builtins.int
+    JOB_KEY_FIELD_NUMBER: _builtins.int
+    RELEASED_AT_FIELD_NUMBER: _builtins.int
+    number: _builtins.int
+    """The release number (1, 2, ...); a rollback publishes an earlier number again."""
+    job_key: _builtins.str
+    """The object-storage key of the candidate's training job (`jobs/trainer/<job id>`) whose checkpoint is the
+    release's model.
+    """
+    @_builtins.property
+    def released_at(self) -> _timestamp_pb2.Timestamp:
+        """When the release (or the rollback to it) took effect."""
+
+    def __init__(
+        self,
+        *,
+        number: _builtins.int = ...,
+        job_key: _builtins.str = ...,
+        released_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["released_at", b"released_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_key", b"job_key", "number", b"number", "released_at", b"released_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PublishEvaluatorReleaseRequest: _TypeAlias = PublishEvaluatorReleaseRequest  # noqa: Y015
+
+@_typing.final
+class PublishEvaluatorReleaseResponse(_message.Message):
+    """Empty: the release is recorded as current."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PublishEvaluatorReleaseResponse: _TypeAlias = PublishEvaluatorReleaseResponse  # noqa: Y015
+
+@_typing.final
+class EvaluatorScores(_message.Message):
+    """What one shared evaluator release published for one trace."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RELEASE_FIELD_NUMBER: _builtins.int
+    TRACE_SCORE_FIELD_NUMBER: _builtins.int
+    ACTION_SCORES_FIELD_NUMBER: _builtins.int
+    SCORED_AT_FIELD_NUMBER: _builtins.int
+    TRACE_REVISION_FIELD_NUMBER: _builtins.int
+    release: _builtins.int
+    """The release that scored the trace."""
+    trace_score: _builtins.float
+    """The trace's raw reward, when the trace has a text to score."""
+    trace_revision: _builtins.int
+    """The trace revision scored."""
+    @_builtins.property
+    def action_scores(self) -> _containers.RepeatedCompositeFieldContainer[Global___ActionScore]:
+        """Each eligible action's score and credit, in step order (empty in BatchGetEvaluatorScores)."""
+
+    @_builtins.property
+    def scored_at(self) -> _timestamp_pb2.Timestamp:
+        """When the release published these scores."""
+
+    def __init__(
+        self,
+        *,
+        release: _builtins.int = ...,
+        trace_score: _builtins.float | None = ...,
+        action_scores: _abc.Iterable[Global___ActionScore] | None = ...,
+        scored_at: _timestamp_pb2.Timestamp | None = ...,
+        trace_revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_trace_score", b"_trace_score", "scored_at", b"scored_at", "trace_score", b"trace_score"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_trace_score", b"_trace_score", "action_scores", b"action_scores", "release", b"release", "scored_at", b"scored_at", "trace_revision", b"trace_revision", "trace_score", b"trace_score"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__trace_score: _TypeAlias = _typing.Literal["trace_score"]  # noqa: Y015
+    _WhichOneofArgType__trace_score: _TypeAlias = _typing.Literal["_trace_score", b"_trace_score"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__trace_score) -> _WhichOneofReturnType__trace_score | None: ...
+
+Global___EvaluatorScores: _TypeAlias = EvaluatorScores  # noqa: Y015
+
+@_typing.final
+class GetEvaluatorScoresRequest(_message.Message):
+    """Request of GetEvaluatorScores."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The authenticated owner."""
+    trace_id: _builtins.str
+    """The trace."""
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        trace_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "trace_id", b"trace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetEvaluatorScoresRequest: _TypeAlias = GetEvaluatorScoresRequest  # noqa: Y015
+
+@_typing.final
+class GetEvaluatorScoresResponse(_message.Message):
+    """Response of GetEvaluatorScores."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CURRENT_RELEASE_FIELD_NUMBER: _builtins.int
+    SCORES_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    current_release: _builtins.int
+    """The current release; absent while none has been released."""
+    reason: _builtins.str
+    """Why `scores` is absent (no release yet, queued, failed, not scored yet); absent with scores."""
+    @_builtins.property
+    def scores(self) -> Global___EvaluatorScores:
+        """The scores shown for the trace; absent when no release has scored it."""
+
+    def __init__(
+        self,
+        *,
+        current_release: _builtins.int | None = ...,
+        scores: Global___EvaluatorScores | None = ...,
+        reason: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_current_release", b"_current_release", "_reason", b"_reason", "_scores", b"_scores", "current_release", b"current_release", "reason", b"reason", "scores", b"scores"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_current_release", b"_current_release", "_reason", b"_reason", "_scores", b"_scores", "current_release", b"current_release", "reason", b"reason", "scores", b"scores"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__current_release: _TypeAlias = _typing.Literal["current_release"]  # noqa: Y015
+    _WhichOneofArgType__current_release: _TypeAlias = _typing.Literal["_current_release", b"_current_release"]  # noqa: Y015
+    _WhichOneofReturnType__reason: _TypeAlias = _typing.Literal["reason"]  # noqa: Y015
+    _WhichOneofArgType__reason: _TypeAlias = _typing.Literal["_reason", b"_reason"]  # noqa: Y015
+    _WhichOneofReturnType__scores: _TypeAlias = _typing.Literal["scores"]  # noqa: Y015
+    _WhichOneofArgType__scores: _TypeAlias = _typing.Literal["_scores", b"_scores"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__current_release) -> _WhichOneofReturnType__current_release | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reason) -> _WhichOneofReturnType__reason | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__scores) -> _WhichOneofReturnType__scores | None: ...
+
+Global___GetEvaluatorScoresResponse: _TypeAlias = GetEvaluatorScoresResponse  # noqa: Y015
+
+@_typing.final
+class BatchGetEvaluatorScoresRequest(_message.Message):
+    """Request of BatchGetEvaluatorScores."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    TRACE_IDS_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The authenticated owner."""
+    @_builtins.property
+    def trace_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The traces."""
+
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        trace_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "trace_ids", b"trace_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BatchGetEvaluatorScoresRequest: _TypeAlias = BatchGetEvaluatorScoresRequest  # noqa: Y015
+
+@_typing.final
+class BatchGetEvaluatorScoresResponse(_message.Message):
+    """Response of BatchGetEvaluatorScores."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ScoresEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___EvaluatorScores: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___EvaluatorScores | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    CURRENT_RELEASE_FIELD_NUMBER: _builtins.int
+    SCORES_FIELD_NUMBER: _builtins.int
+    current_release: _builtins.int
+    """The current release; absent while none has been released."""
+    @_builtins.property
+    def scores(self) -> _containers.MessageMap[_builtins.str, Global___EvaluatorScores]:
+        """The scores shown by trace id, without action scores; traces no release has scored are absent."""
+
+    def __init__(
+        self,
+        *,
+        current_release: _builtins.int | None = ...,
+        scores: _abc.Mapping[_builtins.str, Global___EvaluatorScores] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_current_release", b"_current_release", "current_release", b"current_release"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_current_release", b"_current_release", "current_release", b"current_release", "scores", b"scores"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__current_release: _TypeAlias = _typing.Literal["current_release"]  # noqa: Y015
+    _WhichOneofArgType__current_release: _TypeAlias = _typing.Literal["_current_release", b"_current_release"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__current_release) -> _WhichOneofReturnType__current_release | None: ...
+
+Global___BatchGetEvaluatorScoresResponse: _TypeAlias = BatchGetEvaluatorScoresResponse  # noqa: Y015

@@ -77,6 +77,26 @@ class ScorerServiceStub:
                 request_serializer=stash_dot_rm_dot_v1_dot_scorer__pb2.PublishTrainingScoresRequest.SerializeToString,
                 response_deserializer=stash_dot_rm_dot_v1_dot_scorer__pb2.PublishTrainingScoresResponse.FromString,
                 _registered_method=True)
+        self.ForgetRewardModel = channel.unary_unary(
+                '/stash.rm.v1.ScorerService/ForgetRewardModel',
+                request_serializer=stash_dot_rm_dot_v1_dot_scorer__pb2.ForgetRewardModelRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_scorer__pb2.ForgetRewardModelResponse.FromString,
+                _registered_method=True)
+        self.PublishEvaluatorRelease = channel.unary_unary(
+                '/stash.rm.v1.ScorerService/PublishEvaluatorRelease',
+                request_serializer=stash_dot_rm_dot_v1_dot_scorer__pb2.PublishEvaluatorReleaseRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_scorer__pb2.PublishEvaluatorReleaseResponse.FromString,
+                _registered_method=True)
+        self.GetEvaluatorScores = channel.unary_unary(
+                '/stash.rm.v1.ScorerService/GetEvaluatorScores',
+                request_serializer=stash_dot_rm_dot_v1_dot_scorer__pb2.GetEvaluatorScoresRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_scorer__pb2.GetEvaluatorScoresResponse.FromString,
+                _registered_method=True)
+        self.BatchGetEvaluatorScores = channel.unary_unary(
+                '/stash.rm.v1.ScorerService/BatchGetEvaluatorScores',
+                request_serializer=stash_dot_rm_dot_v1_dot_scorer__pb2.BatchGetEvaluatorScoresRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_scorer__pb2.BatchGetEvaluatorScoresResponse.FromString,
+                _registered_method=True)
         self.StreamOwnerRows = channel.unary_stream(
                 '/stash.rm.v1.ScorerService/StreamOwnerRows',
                 request_serializer=stash_dot_rm_dot_v1_dot_common__pb2.StreamOwnerRowsRequest.SerializeToString,
@@ -144,8 +164,42 @@ class ScorerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def PublishTrainingScores(self, request, context):
-        """Publishes the scores a succeeded training job computed for its selected traces, validated like any
-        run, and tells the scorer the model is ready for background scoring (sent by the trainer).
+        """Publishes the scores a succeeded training job computed for its selected traces, which the scorer reads
+        from the job's files in object storage and validates like any run, and tells the scorer the model is
+        ready for background scoring (sent by the trainer once the job's worker ended; repeating it is harmless).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForgetRewardModel(self, request, context):
+        """Forgets a deleted reward model: its trace scores, action scores and scoring runs (sent by the trainer).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PublishEvaluatorRelease(self, request, context):
+        """Makes a shared-evaluator release the one that scores every imported trace of every enabled account (sent
+        by the trainer on each release and each rollback; repeating it is harmless). Traces that release has
+        already scored show its scores at once; the others keep the previous release's scores visible until the
+        background rescoring, newest traces first, reaches them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetEvaluatorScores(self, request, context):
+        """The shared evaluator's scores of one of the owner's traces: those of the current release when it scored the
+        trace, else of the release most recently current that did; why there are none otherwise.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BatchGetEvaluatorScores(self, request, context):
+        """The shared evaluator's trace score of each listed trace of the owner that has one, chosen as GetEvaluatorScores
+        chooses.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -207,6 +261,26 @@ def add_ScorerServiceServicer_to_server(servicer, server):
                     servicer.PublishTrainingScores,
                     request_deserializer=stash_dot_rm_dot_v1_dot_scorer__pb2.PublishTrainingScoresRequest.FromString,
                     response_serializer=stash_dot_rm_dot_v1_dot_scorer__pb2.PublishTrainingScoresResponse.SerializeToString,
+            ),
+            'ForgetRewardModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForgetRewardModel,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_scorer__pb2.ForgetRewardModelRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_scorer__pb2.ForgetRewardModelResponse.SerializeToString,
+            ),
+            'PublishEvaluatorRelease': grpc.unary_unary_rpc_method_handler(
+                    servicer.PublishEvaluatorRelease,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_scorer__pb2.PublishEvaluatorReleaseRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_scorer__pb2.PublishEvaluatorReleaseResponse.SerializeToString,
+            ),
+            'GetEvaluatorScores': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetEvaluatorScores,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_scorer__pb2.GetEvaluatorScoresRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_scorer__pb2.GetEvaluatorScoresResponse.SerializeToString,
+            ),
+            'BatchGetEvaluatorScores': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchGetEvaluatorScores,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_scorer__pb2.BatchGetEvaluatorScoresRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_scorer__pb2.BatchGetEvaluatorScoresResponse.SerializeToString,
             ),
             'StreamOwnerRows': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamOwnerRows,
@@ -437,6 +511,114 @@ class ScorerService:
             '/stash.rm.v1.ScorerService/PublishTrainingScores',
             stash_dot_rm_dot_v1_dot_scorer__pb2.PublishTrainingScoresRequest.SerializeToString,
             stash_dot_rm_dot_v1_dot_scorer__pb2.PublishTrainingScoresResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForgetRewardModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.ScorerService/ForgetRewardModel',
+            stash_dot_rm_dot_v1_dot_scorer__pb2.ForgetRewardModelRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_scorer__pb2.ForgetRewardModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PublishEvaluatorRelease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.ScorerService/PublishEvaluatorRelease',
+            stash_dot_rm_dot_v1_dot_scorer__pb2.PublishEvaluatorReleaseRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_scorer__pb2.PublishEvaluatorReleaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEvaluatorScores(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.ScorerService/GetEvaluatorScores',
+            stash_dot_rm_dot_v1_dot_scorer__pb2.GetEvaluatorScoresRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_scorer__pb2.GetEvaluatorScoresResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchGetEvaluatorScores(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.ScorerService/BatchGetEvaluatorScores',
+            stash_dot_rm_dot_v1_dot_scorer__pb2.BatchGetEvaluatorScoresRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_scorer__pb2.BatchGetEvaluatorScoresResponse.FromString,
             options,
             channel_credentials,
             insecure,

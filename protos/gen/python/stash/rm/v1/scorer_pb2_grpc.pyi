@@ -51,8 +51,25 @@ class ScorerServiceStub:
     ReportScoringResult: _grpc.UnaryUnaryMultiCallable[_scorer_pb2.ReportScoringResultRequest, _scorer_pb2.ReportScoringResultResponse]
     """Publishes the result for one trace of a scoring job, atomically after validation (sent by the worker)."""
     PublishTrainingScores: _grpc.UnaryUnaryMultiCallable[_scorer_pb2.PublishTrainingScoresRequest, _scorer_pb2.PublishTrainingScoresResponse]
-    """Publishes the scores a succeeded training job computed for its selected traces, validated like any
-    run, and tells the scorer the model is ready for background scoring (sent by the trainer).
+    """Publishes the scores a succeeded training job computed for its selected traces, which the scorer reads
+    from the job's files in object storage and validates like any run, and tells the scorer the model is
+    ready for background scoring (sent by the trainer once the job's worker ended; repeating it is harmless).
+    """
+    ForgetRewardModel: _grpc.UnaryUnaryMultiCallable[_scorer_pb2.ForgetRewardModelRequest, _scorer_pb2.ForgetRewardModelResponse]
+    """Forgets a deleted reward model: its trace scores, action scores and scoring runs (sent by the trainer)."""
+    PublishEvaluatorRelease: _grpc.UnaryUnaryMultiCallable[_scorer_pb2.PublishEvaluatorReleaseRequest, _scorer_pb2.PublishEvaluatorReleaseResponse]
+    """Makes a shared-evaluator release the one that scores every imported trace of every enabled account (sent
+    by the trainer on each release and each rollback; repeating it is harmless). Traces that release has
+    already scored show its scores at once; the others keep the previous release's scores visible until the
+    background rescoring, newest traces first, reaches them.
+    """
+    GetEvaluatorScores: _grpc.UnaryUnaryMultiCallable[_scorer_pb2.GetEvaluatorScoresRequest, _scorer_pb2.GetEvaluatorScoresResponse]
+    """The shared evaluator's scores of one of the owner's traces: those of the current release when it scored the
+    trace, else of the release most recently current that did; why there are none otherwise.
+    """
+    BatchGetEvaluatorScores: _grpc.UnaryUnaryMultiCallable[_scorer_pb2.BatchGetEvaluatorScoresRequest, _scorer_pb2.BatchGetEvaluatorScoresResponse]
+    """The shared evaluator's trace score of each listed trace of the owner that has one, chosen as GetEvaluatorScores
+    chooses.
     """
     StreamOwnerRows: _grpc.UnaryStreamMultiCallable[_common_pb2.StreamOwnerRowsRequest, _common_pb2.StreamOwnerRowsResponse]
     """Streams the owner's trace scores and action scores as Arrow IPC batches, for the gateway's SQL queries."""
@@ -81,8 +98,25 @@ class ScorerServiceAsyncStub(ScorerServiceStub):
     ReportScoringResult: _aio.UnaryUnaryMultiCallable[_scorer_pb2.ReportScoringResultRequest, _scorer_pb2.ReportScoringResultResponse]  # type: ignore[assignment]
     """Publishes the result for one trace of a scoring job, atomically after validation (sent by the worker)."""
     PublishTrainingScores: _aio.UnaryUnaryMultiCallable[_scorer_pb2.PublishTrainingScoresRequest, _scorer_pb2.PublishTrainingScoresResponse]  # type: ignore[assignment]
-    """Publishes the scores a succeeded training job computed for its selected traces, validated like any
-    run, and tells the scorer the model is ready for background scoring (sent by the trainer).
+    """Publishes the scores a succeeded training job computed for its selected traces, which the scorer reads
+    from the job's files in object storage and validates like any run, and tells the scorer the model is
+    ready for background scoring (sent by the trainer once the job's worker ended; repeating it is harmless).
+    """
+    ForgetRewardModel: _aio.UnaryUnaryMultiCallable[_scorer_pb2.ForgetRewardModelRequest, _scorer_pb2.ForgetRewardModelResponse]  # type: ignore[assignment]
+    """Forgets a deleted reward model: its trace scores, action scores and scoring runs (sent by the trainer)."""
+    PublishEvaluatorRelease: _aio.UnaryUnaryMultiCallable[_scorer_pb2.PublishEvaluatorReleaseRequest, _scorer_pb2.PublishEvaluatorReleaseResponse]  # type: ignore[assignment]
+    """Makes a shared-evaluator release the one that scores every imported trace of every enabled account (sent
+    by the trainer on each release and each rollback; repeating it is harmless). Traces that release has
+    already scored show its scores at once; the others keep the previous release's scores visible until the
+    background rescoring, newest traces first, reaches them.
+    """
+    GetEvaluatorScores: _aio.UnaryUnaryMultiCallable[_scorer_pb2.GetEvaluatorScoresRequest, _scorer_pb2.GetEvaluatorScoresResponse]  # type: ignore[assignment]
+    """The shared evaluator's scores of one of the owner's traces: those of the current release when it scored the
+    trace, else of the release most recently current that did; why there are none otherwise.
+    """
+    BatchGetEvaluatorScores: _aio.UnaryUnaryMultiCallable[_scorer_pb2.BatchGetEvaluatorScoresRequest, _scorer_pb2.BatchGetEvaluatorScoresResponse]  # type: ignore[assignment]
+    """The shared evaluator's trace score of each listed trace of the owner that has one, chosen as GetEvaluatorScores
+    chooses.
     """
     StreamOwnerRows: _aio.UnaryStreamMultiCallable[_common_pb2.StreamOwnerRowsRequest, _common_pb2.StreamOwnerRowsResponse]  # type: ignore[assignment]
     """Streams the owner's trace scores and action scores as Arrow IPC batches, for the gateway's SQL queries."""
@@ -156,8 +190,49 @@ class ScorerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _scorer_pb2.PublishTrainingScoresRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_scorer_pb2.PublishTrainingScoresResponse, _abc.Awaitable[_scorer_pb2.PublishTrainingScoresResponse]]:
-        """Publishes the scores a succeeded training job computed for its selected traces, validated like any
-        run, and tells the scorer the model is ready for background scoring (sent by the trainer).
+        """Publishes the scores a succeeded training job computed for its selected traces, which the scorer reads
+        from the job's files in object storage and validates like any run, and tells the scorer the model is
+        ready for background scoring (sent by the trainer once the job's worker ended; repeating it is harmless).
+        """
+
+    @_abc_1.abstractmethod
+    def ForgetRewardModel(
+        self,
+        request: _scorer_pb2.ForgetRewardModelRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scorer_pb2.ForgetRewardModelResponse, _abc.Awaitable[_scorer_pb2.ForgetRewardModelResponse]]:
+        """Forgets a deleted reward model: its trace scores, action scores and scoring runs (sent by the trainer)."""
+
+    @_abc_1.abstractmethod
+    def PublishEvaluatorRelease(
+        self,
+        request: _scorer_pb2.PublishEvaluatorReleaseRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scorer_pb2.PublishEvaluatorReleaseResponse, _abc.Awaitable[_scorer_pb2.PublishEvaluatorReleaseResponse]]:
+        """Makes a shared-evaluator release the one that scores every imported trace of every enabled account (sent
+        by the trainer on each release and each rollback; repeating it is harmless). Traces that release has
+        already scored show its scores at once; the others keep the previous release's scores visible until the
+        background rescoring, newest traces first, reaches them.
+        """
+
+    @_abc_1.abstractmethod
+    def GetEvaluatorScores(
+        self,
+        request: _scorer_pb2.GetEvaluatorScoresRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scorer_pb2.GetEvaluatorScoresResponse, _abc.Awaitable[_scorer_pb2.GetEvaluatorScoresResponse]]:
+        """The shared evaluator's scores of one of the owner's traces: those of the current release when it scored the
+        trace, else of the release most recently current that did; why there are none otherwise.
+        """
+
+    @_abc_1.abstractmethod
+    def BatchGetEvaluatorScores(
+        self,
+        request: _scorer_pb2.BatchGetEvaluatorScoresRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scorer_pb2.BatchGetEvaluatorScoresResponse, _abc.Awaitable[_scorer_pb2.BatchGetEvaluatorScoresResponse]]:
+        """The shared evaluator's trace score of each listed trace of the owner that has one, chosen as GetEvaluatorScores
+        chooses.
         """
 
     @_abc_1.abstractmethod

@@ -121,6 +121,7 @@ class RewardModel(_message.Message):
     TRAINING_CONFIG_FIELD_NUMBER: _builtins.int
     PROGRESS_FIELD_NUMBER: _builtins.int
     ARTIFACT_KEY_FIELD_NUMBER: _builtins.int
+    RETRYABLE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Reward model id (UUID)."""
     name: _builtins.str
@@ -143,6 +144,10 @@ class RewardModel(_message.Message):
     """Why the model failed."""
     artifact_key: _builtins.str
     """Object-storage key of the checkpoint archive once succeeded (internal; never shown by the gateway)."""
+    retryable: _builtins.bool
+    """Whether a failed model may succeed when retried: false when the retry would repeat the failure
+    (its traces are gone, its settings are invalid); always false unless failed.
+    """
     @_builtins.property
     def metrics(self) -> _struct_pb2.Struct:
         """Training metrics (train_pairs, eval_accuracy, ...); unset until succeeded."""
@@ -187,10 +192,11 @@ class RewardModel(_message.Message):
         training_config: _struct_pb2.Struct | None = ...,
         progress: _struct_pb2.Struct | None = ...,
         artifact_key: _builtins.str | None = ...,
+        retryable: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_artifact_key", b"_artifact_key", "_error", b"_error", "_num_pairs", b"_num_pairs", "artifact_key", b"artifact_key", "created_at", b"created_at", "error", b"error", "finished_at", b"finished_at", "metrics", b"metrics", "num_pairs", b"num_pairs", "progress", b"progress", "started_at", b"started_at", "training_config", b"training_config"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_artifact_key", b"_artifact_key", "_error", b"_error", "_num_pairs", b"_num_pairs", "artifact_key", b"artifact_key", "base_model", b"base_model", "compute", b"compute", "created_at", b"created_at", "epochs", b"epochs", "error", b"error", "finished_at", b"finished_at", "id", b"id", "max_pairs", b"max_pairs", "metrics", b"metrics", "name", b"name", "num_pairs", b"num_pairs", "progress", b"progress", "started_at", b"started_at", "status", b"status", "trace_count", b"trace_count", "training_config", b"training_config"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_artifact_key", b"_artifact_key", "_error", b"_error", "_num_pairs", b"_num_pairs", "artifact_key", b"artifact_key", "base_model", b"base_model", "compute", b"compute", "created_at", b"created_at", "epochs", b"epochs", "error", b"error", "finished_at", b"finished_at", "id", b"id", "max_pairs", b"max_pairs", "metrics", b"metrics", "name", b"name", "num_pairs", b"num_pairs", "progress", b"progress", "retryable", b"retryable", "started_at", b"started_at", "status", b"status", "trace_count", b"trace_count", "training_config", b"training_config"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__artifact_key: _TypeAlias = _typing.Literal["artifact_key"]  # noqa: Y015
     _WhichOneofArgType__artifact_key: _TypeAlias = _typing.Literal["_artifact_key", b"_artifact_key"]  # noqa: Y015
@@ -227,6 +233,8 @@ class FeedbackFinding(_message.Message):
     ORIGINAL_ACTION_FIELD_NUMBER: _builtins.int
     ALTERNATIVE_ACTION_FIELD_NUMBER: _builtins.int
     INCLUDED_IN_EVALUATION_FIELD_NUMBER: _builtins.int
+    PAIR_EXCLUSION_FIELD_NUMBER: _builtins.int
+    EVIDENCE_AUTHOR_FIELD_NUMBER: _builtins.int
     trace_id: _builtins.str
     """The trace the finding is about."""
     step_index: _builtins.int
@@ -255,6 +263,12 @@ class FeedbackFinding(_message.Message):
     """The generated alternative action (input version 3)."""
     included_in_evaluation: _builtins.bool
     """Whether the finding is in the evaluation split (input version 3)."""
+    pair_exclusion: _builtins.str
+    """Why the finding produced no training pair (or its pair was not trained on); unset when it was."""
+    evidence_author: _builtins.str
+    """Who wrote the cited evidence: a reviewer's or the owner's name for a comment; unset for a user message
+    of the trace or the classifier's own judgment.
+    """
     def __init__(
         self,
         *,
@@ -272,13 +286,17 @@ class FeedbackFinding(_message.Message):
         original_action: _builtins.str | None = ...,
         alternative_action: _builtins.str | None = ...,
         included_in_evaluation: _builtins.bool | None = ...,
+        pair_exclusion: _builtins.str | None = ...,
+        evidence_author: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_alternative_action", b"_alternative_action", "_evidence_id", b"_evidence_id", "_evidence_quote", b"_evidence_quote", "_included_in_evaluation", b"_included_in_evaluation", "_original_action", b"_original_action", "_tool_name", b"_tool_name", "alternative_action", b"alternative_action", "evidence_id", b"evidence_id", "evidence_quote", b"evidence_quote", "included_in_evaluation", b"included_in_evaluation", "original_action", b"original_action", "tool_name", b"tool_name"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_alternative_action", b"_alternative_action", "_evidence_author", b"_evidence_author", "_evidence_id", b"_evidence_id", "_evidence_quote", b"_evidence_quote", "_included_in_evaluation", b"_included_in_evaluation", "_original_action", b"_original_action", "_pair_exclusion", b"_pair_exclusion", "_tool_name", b"_tool_name", "alternative_action", b"alternative_action", "evidence_author", b"evidence_author", "evidence_id", b"evidence_id", "evidence_quote", b"evidence_quote", "included_in_evaluation", b"included_in_evaluation", "original_action", b"original_action", "pair_exclusion", b"pair_exclusion", "tool_name", b"tool_name"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_alternative_action", b"_alternative_action", "_evidence_id", b"_evidence_id", "_evidence_quote", b"_evidence_quote", "_included_in_evaluation", b"_included_in_evaluation", "_original_action", b"_original_action", "_tool_name", b"_tool_name", "alternative_action", b"alternative_action", "classifier_model", b"classifier_model", "confidence", b"confidence", "evidence_id", b"evidence_id", "evidence_quote", b"evidence_quote", "included_in_evaluation", b"included_in_evaluation", "included_in_training", b"included_in_training", "label", b"label", "original_action", b"original_action", "reason", b"reason", "source", b"source", "step_index", b"step_index", "tool_name", b"tool_name", "trace_id", b"trace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_alternative_action", b"_alternative_action", "_evidence_author", b"_evidence_author", "_evidence_id", b"_evidence_id", "_evidence_quote", b"_evidence_quote", "_included_in_evaluation", b"_included_in_evaluation", "_original_action", b"_original_action", "_pair_exclusion", b"_pair_exclusion", "_tool_name", b"_tool_name", "alternative_action", b"alternative_action", "classifier_model", b"classifier_model", "confidence", b"confidence", "evidence_author", b"evidence_author", "evidence_id", b"evidence_id", "evidence_quote", b"evidence_quote", "included_in_evaluation", b"included_in_evaluation", "included_in_training", b"included_in_training", "label", b"label", "original_action", b"original_action", "pair_exclusion", b"pair_exclusion", "reason", b"reason", "source", b"source", "step_index", b"step_index", "tool_name", b"tool_name", "trace_id", b"trace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__alternative_action: _TypeAlias = _typing.Literal["alternative_action"]  # noqa: Y015
     _WhichOneofArgType__alternative_action: _TypeAlias = _typing.Literal["_alternative_action", b"_alternative_action"]  # noqa: Y015
+    _WhichOneofReturnType__evidence_author: _TypeAlias = _typing.Literal["evidence_author"]  # noqa: Y015
+    _WhichOneofArgType__evidence_author: _TypeAlias = _typing.Literal["_evidence_author", b"_evidence_author"]  # noqa: Y015
     _WhichOneofReturnType__evidence_id: _TypeAlias = _typing.Literal["evidence_id"]  # noqa: Y015
     _WhichOneofArgType__evidence_id: _TypeAlias = _typing.Literal["_evidence_id", b"_evidence_id"]  # noqa: Y015
     _WhichOneofReturnType__evidence_quote: _TypeAlias = _typing.Literal["evidence_quote"]  # noqa: Y015
@@ -287,10 +305,14 @@ class FeedbackFinding(_message.Message):
     _WhichOneofArgType__included_in_evaluation: _TypeAlias = _typing.Literal["_included_in_evaluation", b"_included_in_evaluation"]  # noqa: Y015
     _WhichOneofReturnType__original_action: _TypeAlias = _typing.Literal["original_action"]  # noqa: Y015
     _WhichOneofArgType__original_action: _TypeAlias = _typing.Literal["_original_action", b"_original_action"]  # noqa: Y015
+    _WhichOneofReturnType__pair_exclusion: _TypeAlias = _typing.Literal["pair_exclusion"]  # noqa: Y015
+    _WhichOneofArgType__pair_exclusion: _TypeAlias = _typing.Literal["_pair_exclusion", b"_pair_exclusion"]  # noqa: Y015
     _WhichOneofReturnType__tool_name: _TypeAlias = _typing.Literal["tool_name"]  # noqa: Y015
     _WhichOneofArgType__tool_name: _TypeAlias = _typing.Literal["_tool_name", b"_tool_name"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__alternative_action) -> _WhichOneofReturnType__alternative_action | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__evidence_author) -> _WhichOneofReturnType__evidence_author | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__evidence_id) -> _WhichOneofReturnType__evidence_id | None: ...
     @_typing.overload
@@ -299,6 +321,8 @@ class FeedbackFinding(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__included_in_evaluation) -> _WhichOneofReturnType__included_in_evaluation | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__original_action) -> _WhichOneofReturnType__original_action | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__pair_exclusion) -> _WhichOneofReturnType__pair_exclusion | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__tool_name) -> _WhichOneofReturnType__tool_name | None: ...
 
@@ -337,6 +361,9 @@ class RewardModelDetail(_message.Message):
     REWARD_MODEL_FIELD_NUMBER: _builtins.int
     TRACE_IDS_FIELD_NUMBER: _builtins.int
     FEEDBACK_FIELD_NUMBER: _builtins.int
+    FEEDBACK_FROM_EARLIER_ATTEMPT_FIELD_NUMBER: _builtins.int
+    feedback_from_earlier_attempt: _builtins.bool
+    """True when `feedback` is an earlier launch's report, kept while a retry has not recorded its own."""
     @_builtins.property
     def reward_model(self) -> Global___RewardModel:
         """The reward model."""
@@ -355,10 +382,11 @@ class RewardModelDetail(_message.Message):
         reward_model: Global___RewardModel | None = ...,
         trace_ids: _abc.Iterable[_builtins.str] | None = ...,
         feedback: Global___FeedbackReport | None = ...,
+        feedback_from_earlier_attempt: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["feedback", b"feedback", "reward_model", b"reward_model"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["feedback", b"feedback", "reward_model", b"reward_model", "trace_ids", b"trace_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["feedback", b"feedback", "feedback_from_earlier_attempt", b"feedback_from_earlier_attempt", "reward_model", b"reward_model", "trace_ids", b"trace_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -456,18 +484,24 @@ class ListRewardModelsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     OWNER_ID_FIELD_NUMBER: _builtins.int
+    TRACE_ID_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """The authenticated owner."""
+    trace_id: _builtins.str
+    """When set: only the owner's models whose selected traces include this trace."""
     def __init__(
         self,
         *,
         owner_id: _builtins.str = ...,
+        trace_id: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_trace_id", b"_trace_id", "trace_id", b"trace_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_trace_id", b"_trace_id", "owner_id", b"owner_id", "trace_id", b"trace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__trace_id: _TypeAlias = _typing.Literal["trace_id"]  # noqa: Y015
+    _WhichOneofArgType__trace_id: _TypeAlias = _typing.Literal["_trace_id", b"_trace_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__trace_id) -> _WhichOneofReturnType__trace_id | None: ...
 
 Global___ListRewardModelsRequest: _TypeAlias = ListRewardModelsRequest  # noqa: Y015
 
@@ -594,6 +628,49 @@ class RetryRewardModelResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RetryRewardModelResponse: _TypeAlias = RetryRewardModelResponse  # noqa: Y015
+
+@_typing.final
+class DeleteRewardModelRequest(_message.Message):
+    """Request of DeleteRewardModel."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    REWARD_MODEL_ID_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The authenticated owner."""
+    reward_model_id: _builtins.str
+    """The reward model; FAILED_PRECONDITION while it is queued or running."""
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        reward_model_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "reward_model_id", b"reward_model_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRewardModelRequest: _TypeAlias = DeleteRewardModelRequest  # noqa: Y015
+
+@_typing.final
+class DeleteRewardModelResponse(_message.Message):
+    """Response of DeleteRewardModel."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRewardModelResponse: _TypeAlias = DeleteRewardModelResponse  # noqa: Y015
 
 @_typing.final
 class GetWeightsUrlRequest(_message.Message):

@@ -57,6 +57,11 @@ class TrainerServiceStub:
                 request_serializer=stash_dot_rm_dot_v1_dot_trainer__pb2.RetryRewardModelRequest.SerializeToString,
                 response_deserializer=stash_dot_rm_dot_v1_dot_trainer__pb2.RetryRewardModelResponse.FromString,
                 _registered_method=True)
+        self.DeleteRewardModel = channel.unary_unary(
+                '/stash.rm.v1.TrainerService/DeleteRewardModel',
+                request_serializer=stash_dot_rm_dot_v1_dot_trainer__pb2.DeleteRewardModelRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_trainer__pb2.DeleteRewardModelResponse.FromString,
+                _registered_method=True)
         self.GetWeightsUrl = channel.unary_unary(
                 '/stash.rm.v1.TrainerService/GetWeightsUrl',
                 request_serializer=stash_dot_rm_dot_v1_dot_trainer__pb2.GetWeightsUrlRequest.SerializeToString,
@@ -113,6 +118,13 @@ class TrainerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteRewardModel(self, request, context):
+        """Deletes a reward model that is not training, with its pairs, checkpoint and learned scores.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetWeightsUrl(self, request, context):
         """Returns a five-minute signed download URL of a succeeded model's checkpoint archive.
         """
@@ -163,6 +175,11 @@ def add_TrainerServiceServicer_to_server(servicer, server):
                     servicer.RetryRewardModel,
                     request_deserializer=stash_dot_rm_dot_v1_dot_trainer__pb2.RetryRewardModelRequest.FromString,
                     response_serializer=stash_dot_rm_dot_v1_dot_trainer__pb2.RetryRewardModelResponse.SerializeToString,
+            ),
+            'DeleteRewardModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteRewardModel,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_trainer__pb2.DeleteRewardModelRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_trainer__pb2.DeleteRewardModelResponse.SerializeToString,
             ),
             'GetWeightsUrl': grpc.unary_unary_rpc_method_handler(
                     servicer.GetWeightsUrl,
@@ -296,6 +313,33 @@ class TrainerService:
             '/stash.rm.v1.TrainerService/RetryRewardModel',
             stash_dot_rm_dot_v1_dot_trainer__pb2.RetryRewardModelRequest.SerializeToString,
             stash_dot_rm_dot_v1_dot_trainer__pb2.RetryRewardModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteRewardModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.TrainerService/DeleteRewardModel',
+            stash_dot_rm_dot_v1_dot_trainer__pb2.DeleteRewardModelRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_trainer__pb2.DeleteRewardModelResponse.FromString,
             options,
             channel_credentials,
             insecure,

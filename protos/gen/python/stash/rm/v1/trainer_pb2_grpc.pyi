@@ -44,6 +44,8 @@ class TrainerServiceStub:
     """Returns one reward model with its trace ids and feedback report."""
     RetryRewardModel: _grpc.UnaryUnaryMultiCallable[_trainer_pb2.RetryRewardModelRequest, _trainer_pb2.RetryRewardModelResponse]
     """Queues a failed reward model again, keeping its id and trace selection."""
+    DeleteRewardModel: _grpc.UnaryUnaryMultiCallable[_trainer_pb2.DeleteRewardModelRequest, _trainer_pb2.DeleteRewardModelResponse]
+    """Deletes a reward model that is not training, with its pairs, checkpoint and learned scores."""
     GetWeightsUrl: _grpc.UnaryUnaryMultiCallable[_trainer_pb2.GetWeightsUrlRequest, _trainer_pb2.GetWeightsUrlResponse]
     """Returns a five-minute signed download URL of a succeeded model's checkpoint archive."""
     ExportPairs: _grpc.UnaryStreamMultiCallable[_trainer_pb2.ExportPairsRequest, _trainer_pb2.ExportPairsResponse]
@@ -69,6 +71,8 @@ class TrainerServiceAsyncStub(TrainerServiceStub):
     """Returns one reward model with its trace ids and feedback report."""
     RetryRewardModel: _aio.UnaryUnaryMultiCallable[_trainer_pb2.RetryRewardModelRequest, _trainer_pb2.RetryRewardModelResponse]  # type: ignore[assignment]
     """Queues a failed reward model again, keeping its id and trace selection."""
+    DeleteRewardModel: _aio.UnaryUnaryMultiCallable[_trainer_pb2.DeleteRewardModelRequest, _trainer_pb2.DeleteRewardModelResponse]  # type: ignore[assignment]
+    """Deletes a reward model that is not training, with its pairs, checkpoint and learned scores."""
     GetWeightsUrl: _aio.UnaryUnaryMultiCallable[_trainer_pb2.GetWeightsUrlRequest, _trainer_pb2.GetWeightsUrlResponse]  # type: ignore[assignment]
     """Returns a five-minute signed download URL of a succeeded model's checkpoint archive."""
     ExportPairs: _aio.UnaryStreamMultiCallable[_trainer_pb2.ExportPairsRequest, _trainer_pb2.ExportPairsResponse]  # type: ignore[assignment]
@@ -115,6 +119,14 @@ class TrainerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_trainer_pb2.RetryRewardModelResponse, _abc.Awaitable[_trainer_pb2.RetryRewardModelResponse]]:
         """Queues a failed reward model again, keeping its id and trace selection."""
+
+    @_abc_1.abstractmethod
+    def DeleteRewardModel(
+        self,
+        request: _trainer_pb2.DeleteRewardModelRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_trainer_pb2.DeleteRewardModelResponse, _abc.Awaitable[_trainer_pb2.DeleteRewardModelResponse]]:
+        """Deletes a reward model that is not training, with its pairs, checkpoint and learned scores."""
 
     @_abc_1.abstractmethod
     def GetWeightsUrl(

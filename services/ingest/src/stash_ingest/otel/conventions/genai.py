@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stash_common.errors import InvalidArgument
-from stash_ingest.adapters.reading import decode_nested, load_json
+from stash_ingest.adapters.reading import STREAM_FROM, count_items, decode_nested, load_json
 from stash_ingest.otel.messages import Located, Message, chat_message, decoded_parts
 from stash_ingest.otel.spans import Event, SpanView
 from stash_ingest.otel.values import int_value
@@ -65,6 +65,19 @@ def input_messages(view: SpanView, where: str) -> list[Located] | None:
 def output_messages(view: SpanView, where: str) -> list[Located] | None:
     """`gen_ai.output.messages`; None when the span records none."""
     return _messages(view, "gen_ai.output.messages", where)
+
+
+def streamed_message_count(view: SpanView, most: int) -> int:
+    """How many messages the span's large message texts (`gen_ai.input.messages`, `gen_ai.output.messages`, of
+    at least STREAM_FROM characters) hold, each counted up to `most + 1` by streaming, before any is decoded:
+    a text of a million messages is refused without building them. Smaller texts count 0 here (they are
+    counted once decoded)."""
+    count = 0
+    for key in ("gen_ai.input.messages", "gen_ai.output.messages"):
+        value, _ = _value(view, key, "")
+        if isinstance(value, str) and len(value) >= STREAM_FROM:
+            count += count_items(value.encode(), "item", most)
+    return count
 
 
 def system_instructions(view: SpanView, where: str) -> list[Located]:

@@ -2,7 +2,7 @@
 // and flag a wrong label with a note. Every write is a call of the public REST API.
 
 import { del, patch, post } from "./api.js";
-import { guardWrite, h, localTime } from "./dom.js";
+import { disableWith, guardWrite, h, localTime } from "./dom.js";
 
 /** Open the create or edit dialog; `onSaved(annotation)` runs after the API accepted it. */
 export function openAnnotationDialog({ session, traceId, step, quote, existing, onSaved }) {
@@ -82,7 +82,10 @@ function openFlagDialog(annotation, onSaved) {
 }
 
 /** One annotation with its controls; `onChange(annotation|null)` after an edit, flag or delete. */
-export function annotationItem(annotation, { session, traceId, step, onChange }) {
+export function annotationItem(annotation, { session, traceId, step, onChange, reviewing = false }) {
+  // Only the author changes what an annotation says; the trace's owner may also delete it; anyone may flag it.
+  const theirs = annotation.author_id !== session.user_id;
+  const guardAuthor = (button, may, doing) => (theirs && !may ? disableWith(button, `Written by ${annotation.author_name}: only its author can ${doing} it.`) : guardWrite(button, session));
   const rating = annotation.rating === 1 ? h("span", { class: "rating up", title: "rated good" }, "+") : annotation.rating === -1 ? h("span", { class: "rating down", title: "rated bad" }, "−") : null;
   const flagged = annotation.label_error;
   const unflag = async () => onChange(await patch(`/annotations/${encodeURIComponent(annotation.id)}`, { label_error: false, label_error_note: null }));
@@ -100,11 +103,11 @@ export function annotationItem(annotation, { session, traceId, step, onChange })
     flagged ? h("div", { class: "flag-note" }, h("strong", {}, "Label error"), annotation.label_error_note ? `: ${annotation.label_error_note}` : " (no note)") : null,
     h("div", { class: "annotation-meta" },
       h("span", {}, `${annotation.author_name} · ${localTime(annotation.created_at)}`),
-      guardWrite(h("button", { class: "link-button", onclick: () => openAnnotationDialog({ session, traceId, step, existing: annotation, onSaved: onChange }) }, "Edit"), session),
+      guardAuthor(h("button", { class: "link-button", onclick: () => openAnnotationDialog({ session, traceId, step, existing: annotation, onSaved: onChange }) }, "Edit"), false, "edit"),
       flagged
         ? guardWrite(h("button", { class: "link-button", onclick: unflag }, "Unflag"), session)
         : guardWrite(h("button", { class: "link-button flag", onclick: () => openFlagDialog(annotation, onChange) }, "Flag label error"), session),
-      guardWrite(h("button", { class: "link-button danger", onclick: remove }, "Delete"), session),
+      guardAuthor(h("button", { class: "link-button danger", onclick: remove }, "Delete"), !reviewing, "delete"),
     ),
   );
 }

@@ -10,21 +10,23 @@ const ASKS_MAX = 30;
 
 /**
  * The trace's completion runs, asked for once (again only while another request is generating the
- * estimate, `pending`); `stillShown()` stops the asking once the screen is gone. Failures give no curve:
- * browsing stays usable without it.
+ * estimate, `pending`), with `reason` saying why there are none when the estimate is unavailable (no fast
+ * model configured, a failed call); `stillShown()` stops the asking once the screen is gone. Failures give
+ * no curve: browsing stays usable without it.
  */
 export async function loadCompletionRuns(traceId, stepIndex, stillShown) {
   for (let asks = 0; asks < ASKS_MAX && stillShown(); asks += 1) {
     let answer;
     try {
       answer = await post(`/traces/${encodeURIComponent(traceId)}/completion`);
-    } catch {
-      return [];
+    } catch (error) {
+      return { runs: [], reason: error.message };
     }
-    if (!answer.pending) return completionRuns(answer.tasks, stepIndex);
+    if (answer.unavailable) return { runs: [], reason: answer.reason || "the estimate failed" };
+    if (!answer.pending) return { runs: completionRuns(answer.tasks, stepIndex), reason: null };
     await new Promise((resolve) => setTimeout(resolve, ASK_MS));
   }
-  return [];
+  return { runs: [], reason: "the estimate is still being generated; reload to look again" };
 }
 
 /** The curve's runs: one per stretch of non-null checkpoints of one task, as `{x: step index, y: 0–1, reason}`. */

@@ -31,11 +31,12 @@ export function replace(parent, ...children) {
   return append(parent, children);
 }
 
-/** A signed number with a fixed number of decimals ("+0.35", "−1.00"). */
+/** A signed number with a fixed number of decimals ("+0.35", "−1.00"); what rounds to zero is "0.00", never "−0.00". */
 export function signed(value, digits = 2) {
   if (value === null || value === undefined) return "—";
   const text = Math.abs(value).toFixed(digits);
-  return value > 0 ? `+${text}` : value < 0 ? `−${text}` : text;
+  if (Number(text) === 0) return text;
+  return value > 0 ? `+${text}` : `−${text}`;
 }
 
 /** A local date and time for an ISO timestamp. */
@@ -46,12 +47,20 @@ export function localTime(iso) {
 
 /** A write control that a read-only key cannot use: disabled, with the reason as its tooltip. */
 export function guardWrite(element, session) {
-  if (session.read_only) {
-    element.disabled = true;
-    element.title = READ_ONLY_REASON;
-    element.classList.add("read-only");
-  }
+  return session.read_only ? disableWith(element, READ_ONLY_REASON) : element;
+}
+
+/** A control the caller may see but not use: disabled, with the reason as its tooltip. */
+export function disableWith(element, reason) {
+  element.disabled = true;
+  element.title = reason;
+  element.classList.add("read-only");
   return element;
+}
+
+/** Why a reviewer cannot `doing` on a trace shared with them (the gateway answers 403 with the same words). */
+export function reviewerReason(doing) {
+  return `Shared with you for review: only the trace's owner can ${doing}.`;
 }
 
 export const READ_ONLY_REASON = "Signed in with a read-only key: sign in with a full-access key to change data.";

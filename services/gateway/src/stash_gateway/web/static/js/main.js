@@ -12,6 +12,9 @@ const NAV = [
   { id: "traces", label: "Traces", path: "/traces", matches: (path) => path === "/" || path.startsWith("/traces") },
   { id: "models", label: "Reward models", path: "/models", matches: (path) => path.startsWith("/models") },
   { id: "skills", label: "Skills (GEPA)", path: "/skills", matches: (path) => path.startsWith("/skills") },
+  { id: "evaluator", label: "Shared evaluator", path: "/evaluator", matches: (path) => path.startsWith("/evaluator") },
+  { id: "shared", label: "Shared with me", path: "/shared", matches: (path) => path.startsWith("/shared") },
+  { id: "reviewers", label: "Reviewers", path: "/reviewers", matches: (path) => path.startsWith("/reviewers") },
 ];
 
 // The screens past the traces load on first use, so the first page stays small.
@@ -22,6 +25,9 @@ const renderTrainPicker = lazy("./models.js", "renderTrainPicker");
 const renderModel = lazy("./models.js", "renderModel");
 const renderSkillRuns = lazy("./skills.js", "renderSkillRuns");
 const renderSkillRun = lazy("./skills.js", "renderSkillRun");
+const renderEvaluator = lazy("./evaluator.js", "renderEvaluator");
+const renderReviewers = lazy("./reviewers.js", "renderReviewers");
+const renderShared = lazy("./reviewers.js", "renderShared");
 
 const ROUTES = [
   { pattern: /^\/(traces\/?)?$/, render: (screen, session) => renderTraceList(screen, session) },
@@ -32,6 +38,9 @@ const ROUTES = [
   { pattern: /^\/models\/([^/]+)$/, render: (screen, session, id) => renderModel(screen, session, decodeURIComponent(id)) },
   { pattern: /^\/skills\/?$/, render: (screen, session) => renderSkillRuns(screen, session) },
   { pattern: /^\/skills\/([^/]+)$/, render: (screen, session, id) => renderSkillRun(screen, session, decodeURIComponent(id)) },
+  { pattern: /^\/evaluator\/?$/, render: (screen, session) => renderEvaluator(screen, session) },
+  { pattern: /^\/reviewers\/?$/, render: (screen, session) => renderReviewers(screen, session) },
+  { pattern: /^\/shared\/?$/, render: (screen, session) => renderShared(screen, session) },
 ];
 
 let session = null;

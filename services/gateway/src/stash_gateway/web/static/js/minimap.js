@@ -1,11 +1,60 @@
 // The top minimap of step credit: positive up, negative down from a baseline; exact zero and unscored
-// steps get only a baseline tick. ±1 (the default) fixes the limits; Fit uses the largest |credit|.
+// steps get only a baseline tick. A step's automatic credit is its expected credit (from the label
+// probabilities) where it has one, else its score. ±1 (the default) fixes the limits; Fit uses the largest |credit|.
 // With a model's learned action credit (`learned`: step index → credit) it is a heatmap instead: each
 // action a full-height cell, green or red, as strong as its |credit|.
 // `completion` (runs from completion.js) overlays the faint teal completion curve on its own fixed 0–100 %
 // right axis; credit keeps the left axis, whose limit follows Fit / ±1.
 
 import { drawCompletion } from "./completion.js";
+import { h } from "./dom.js";
+
+/** A step's automatic (rule) reward: `rule_reward` beside an imported `reward`, else `reward`; null for none. */
+export function automaticReward(step) {
+  const { reward, rule_reward: rules, reward_source: source } = step.metadata;
+  return rules ?? (source === "imported" ? null : reward) ?? null;
+}
+
+/** A step's automatic credit (−1..+1): the expected credit of its label probabilities where it has one, else its
+ *  score; null for a step without one. */
+export function stepCredit(step) {
+  const reward = automaticReward(step);
+  if (!reward) return null;
+  return reward.expected_credit ?? reward.score;
+}
+
+/** The score a trace imported with the step (`metadata.reward` marked imported), or null. */
+export function importedScore(step) {
+  const { reward, reward_source: source } = step.metadata;
+  if (source !== "imported" || reward === null || reward === undefined) return null;
+  const value = typeof reward === "number" ? reward : reward.score ?? reward.expected_credit;
+  return typeof value === "number" ? value : null;
+}
+
+/** What the minimap's marks mean, whose credit it shows, and what the completion curve is (or why it is missing). */
+export function minimapLegend({ learnedName, completion }) {
+  const source = learnedName ? `learned credit of ${learnedName}` : "automatic credit";
+  return h("p", { class: "minimap-legend", id: "minimap-legend" },
+    h("span", {}, learnedName ? `Cells: ${source}, −1…+1 (stronger is larger)` : `Bars: ${source}, −1…+1 on the left axis`),
+    legendKey("positive", "positive"), legendKey("negative", "negative"), legendKey("tick", "unscored or 0"),
+    completionStatus(completion),
+  );
+}
+
+function legendKey(kind, text) {
+  return [h("span", { class: `legend-key ${kind}`, "aria-hidden": "true" }), text];
+}
+
+/** The legend's second line, there from the first paint: the estimate arriving later moves nothing below it
+ * (a reader selecting text to quote would otherwise see it jump). `completion.pending` until it is in. */
+function completionStatus(completion) {
+  if (completion.reason) {
+    const text = `Completion curve unavailable: ${completion.reason}`;
+    return h("span", { class: "completion-status", id: "completion-missing", title: text }, text);
+  }
+  if (completion.runs.length) return h("span", { class: "completion-status" }, legendKey("completion", "estimated completion, 0–100 % on the right axis"));
+  return h("span", { class: "completion-status", id: "completion-pending" }, completion.pending ? "Completion curve: estimating…" : "Completion curve: no estimate for these steps");
+}
 
 function cssColor(name) {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
@@ -21,7 +70,7 @@ export function drawMinimap(canvas, steps, { fit, range, selected, learned, comp
   const context = canvas.getContext("2d");
   context.setTransform(ratio, 0, 0, ratio, 0, 0);
   context.clearRect(0, 0, width, height);
-  const credits = learned ? steps.map((_, index) => learned.get(index) ?? null) : steps.map((step) => (step.metadata.reward ? step.metadata.reward.score : null));
+  const credits = learned ? steps.map((_, index) => learned.get(index) ?? null) : steps.map(stepCredit);
   const largest = Math.max(0, ...credits.map((credit) => Math.abs(credit || 0)));
   const limit = fit && largest > 0 ? largest : 1;
   const middle = height / 2;

@@ -1,6 +1,8 @@
-// Reward models: the list, the training picker and one model's page (progress, metrics, report, retry, download).
+// Reward models: the list, the training picker and one model's page (progress, metrics, report, retry, delete,
+// download).
 
 import { get, post, query } from "./api.js";
+import { deleteButton } from "./deleting.js";
 import { guardWrite, h, localTime, navigate, replace, startScreen } from "./dom.js";
 
 const PICKER_PAGE = 500; // the API's largest page
@@ -192,7 +194,7 @@ export async function renderModel(screen, session, modelId) {
   const current = startScreen();
   const model = await get(`/reward-models/${encodeURIComponent(modelId)}`);
   if (!current()) return;
-  const reportBox = h("section", { class: "card report", id: "learning-report", hidden: true }, learningReport(model.feedback));
+  const reportBox = h("section", { class: "card report", id: "learning-report", hidden: true }, learningReport(model));
   replace(
     screen,
     h("header", { class: "screen-head" },
@@ -202,12 +204,15 @@ export async function renderModel(screen, session, modelId) {
         model.status === "succeeded" ? guardWrite(h("button", { id: "write-skill", onclick: () => navigate(`/skills?model=${encodeURIComponent(model.id)}`) }, "Write a skill (GEPA)"), session) : null,
         model.status === "succeeded" ? h("button", { id: "download-checkpoint", onclick: (event) => downloadCheckpoint(event.target, model.id) }, "Download checkpoint") : null,
         h("button", { id: "view-report", onclick: () => (reportBox.hidden = !reportBox.hidden) }, "View learning report"),
+        deleteButton(session, model, {
+          id: "delete-model", label: "Delete model", noun: "model", path: `/reward-models/${encodeURIComponent(model.id)}`, back: "/models",
+          question: `Delete the reward model “${model.name}”? Its checkpoint and the action credit it gave are deleted too; skills written with it stay.`,
+        }),
       ),
     ),
     h("div", { class: "model-body" },
-      h("p", { id: "model-progress" }, progressText(model)),
-      model.status === "failed" ? failure(screen, session, model) : null,
-      model.metrics ? metricList(model.metrics, model.num_pairs) : null,
+      model.status === "failed" ? failure(screen, session, model) : h("p", { id: "model-progress" }, progressText(model)),
+      model.metrics ? metricList(model) : null,
       reportBox,
     ),
   );
@@ -216,8 +221,13 @@ export async function renderModel(screen, session, modelId) {
   }
 }
 
+/** Why training failed; Retry only where a retry can succeed, otherwise what to do instead. */
 function failure(screen, session, model) {
   const error = h("p", { class: "form-error", role: "alert" });
+  if (!model.retryable) {
+    return h("div", { class: "notice failed", id: "model-error" }, h("strong", {}, "Training failed: "), h("span", { id: "model-error-text" }, model.error),
+      h("p", { class: "hint", id: "model-no-retry" }, "A retry would fail the same way. ", h("a", { href: "/models/new", "data-link": "" }, "Train a new model"), " with other traces, or delete this one."));
+  }
   const retry = guardWrite(h("button", { id: "retry-model", onclick: async () => {
     retry.disabled = true;
     try {
@@ -231,35 +241,44 @@ function failure(screen, session, model) {
   return h("div", { class: "notice failed", id: "model-error" }, h("strong", {}, "Training failed: "), h("span", { id: "model-error-text" }, model.error), " ", retry, error);
 }
 
-const percent = (value) => `${Math.round(value * 100)} %`;
 const count = (number, noun) => `${number} ${noun}${number === 1 ? "" : "s"}`;
 
-/** The metrics in plain words, each with the number of samples behind it. */
-function metricList(metrics, numPairs) {
-  const lines = [];
-  const accuracy = (label, value, pairs, what) =>
-    lines.push([label, value === null || value === undefined ? `not measured: no held-out ${what}s` : `${percent(value)} of ${count(pairs, `held-out ${what}`)} scored the right way round`]);
-  accuracy("Held-out accuracy", metrics.eval_accuracy, metrics.eval_pairs, "pair");
-  accuracy("Action accuracy", metrics.action_eval_accuracy, metrics.action_eval_pairs, "action pair");
-  accuracy("Tool-call accuracy", metrics.tool_eval_accuracy, metrics.tool_eval_pairs, "tool-call pair");
-  const built = numPairs !== null && numPairs !== undefined ? ` of ${numPairs} built` : "";
+/** The metrics in plain words as the gateway reads them (`quality`): each accuracy with its count and 95 % interval,
+ * the final loss beside chance, and a warning when training left it there. */
+function metricList(model) {
+  const { metrics, quality } = model;
+  const lines = [
+    ["Held-out accuracy", quality.eval.summary],
+    ["Action accuracy", quality.action_eval.summary],
+    ["Tool-call accuracy", quality.tool_eval.summary],
+  ];
+  const built = model.num_pairs !== null && model.num_pairs !== undefined ? ` of ${model.num_pairs} built` : "";
   lines.push(["Trained on", `${count(metrics.train_pairs, "pair")} (${metrics.action_train_pairs ?? 0} compare two actions)${built}`]);
   lines.push(["Held out", `${count(metrics.eval_pairs, "pair")} from whole traces the model never saw; ${count(metrics.excluded_cross_trace_pairs, "pair")} left out because they span both sides`]);
-  lines.push(["Final loss", typeof metrics.final_loss === "number" ? metrics.final_loss.toFixed(4) : "—"]);
+  lines.push(["Final loss", quality.loss.summary]);
   lines.push(["Run", `${count(metrics.epochs, "epoch")} on ${metrics.device} in ${Math.round(metrics.seconds)} s`]);
-  return h("dl", { class: "metrics", id: "model-metrics" }, lines.map(([term, text]) => [h("dt", {}, term), h("dd", {}, text)]));
+  return [
+    quality.loss.warning ? h("p", { class: "notice warning", id: "model-loss-warning", role: "status" }, h("strong", {}, "Warning: "), quality.loss.warning) : null,
+    h("dl", { class: "metrics", id: "model-metrics" }, lines.map(([term, text]) => [h("dt", {}, term), h("dd", {}, text)])),
+  ];
 }
 
-function learningReport(feedback) {
+function learningReport(model) {
+  const feedback = model.feedback;
   if (feedback === null || feedback === undefined) return [h("h2", {}, "Learning report"), h("p", { class: "hint" }, "No learning report was recorded for this model (the feedback classifier runs only with an LLM key configured).")];
-  if (!feedback.length) return [h("h2", {}, "Learning report"), h("p", { class: "hint" }, "The classifier found nothing to learn from in these traces.")];
+  const earlier = model.feedback_from_earlier_attempt
+    ? h("p", { class: "notice warning", id: "report-earlier" }, "This report is from the previous attempt; the retry replaces it once it has assessed the traces again.")
+    : null;
+  if (!feedback.length) return [h("h2", {}, "Learning report"), earlier, h("p", { class: "hint" }, "The classifier found nothing to learn from in these traces.")];
   return [
     h("h2", {}, `Learning report (${feedback.length} findings)`),
+    earlier,
     h("ul", { class: "findings" }, feedback.map((item) => h("li", {},
       h("strong", {}, item.label.replaceAll("_", " ")), ` (${item.confidence}, ${item.source}) `,
       h("a", { href: `/traces/${encodeURIComponent(item.trace_id)}`, "data-link": "" }, `step ${item.step_index + 1}`),
-      item.included_in_training ? " · trained on" : " · not trained on",
+      item.included_in_evaluation ? " · held out for evaluation" : item.included_in_training ? " · trained on" : " · not trained on",
       h("p", { class: "hint" }, item.reason),
+      item.pair_exclusion ? h("p", { class: "hint exclusion" }, `No pair: ${item.pair_exclusion}`) : null,
     ))),
   ];
 }

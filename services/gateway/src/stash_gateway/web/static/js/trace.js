@@ -3,11 +3,11 @@
 
 import { annotationItem, openAnnotationDialog } from "./annotate.js";
 import { get, post } from "./api.js";
-import { copyText, guardWrite, h, localTime, replace, signed, startScreen } from "./dom.js";
+import { copyText, disableWith, guardWrite, h, localTime, replace, reviewerReason, signed, startScreen } from "./dom.js";
 import { messageNodes, codeSpan } from "./highlight.js";
 import { completionAt, completionText, loadCompletionRuns } from "./completion.js";
-import { drawMinimap } from "./minimap.js";
-import { creditControl, creditsOf, scoringModels } from "./credit.js";
+import { automaticReward, drawMinimap, importedScore, minimapLegend, stepCredit } from "./minimap.js";
+import { SHARED, creditControl, creditsOf, hasRelease, scoringModels, sourceName } from "./credit.js";
 import { spanTimeline } from "./spans.js";
 import { VirtualList } from "./virtual.js";
 
@@ -17,14 +17,16 @@ const QUOTE_CONTEXT = 40;
 const ROLE_LABELS = { system: "System", user: "User", assistant: "Agent", tool: "Tool result" };
 const POLL_MS = 2000;
 const POLLS_MAX = 90;
-// The learned-credit model chosen last: kept while moving between traces.
-let chosenModelId = "";
+// The learned-credit source chosen last (a model id, SHARED, or "" for the automatic scores): kept while moving
+// between traces; null until one is chosen, when the shared evaluator is shown if a release exists.
+let chosenModelId = null;
 
 export async function renderTrace(screen, session, traceId) {
   const current = startScreen();
-  const [trace, models] = await Promise.all([get(`/traces/${encodeURIComponent(traceId)}`), scoringModels()]);
+  const [trace, ownModels] = await Promise.all([get(`/traces/${encodeURIComponent(traceId)}`), scoringModels()]);
   if (!current()) return;
-  const view = new TraceView(screen, session, trace, models);
+  // Only the caller's own models, and none on a trace shared for review: the owner's scores stay the owner's.
+  const view = new TraceView(screen, session, trace, trace.reviewing ? [] : ownModels);
   // `?step=N` (the section explorer's links) opens the trace at step N.
   const step = Number(new URLSearchParams(location.search).get("step"));
   if (step) view.select(step - 1, true);
@@ -37,27 +39,35 @@ class TraceView {
     this.screen = screen;
     this.session = session;
     this.trace = trace;
-    const modelId = models.some((model) => model.id === chosenModelId) ? chosenModelId : "";
+    const released = hasRelease(trace) && !trace.reviewing;
+    const valid = chosenModelId === "" || (chosenModelId === SHARED && released) || models.some((model) => model.id === chosenModelId);
+    const modelId = valid ? chosenModelId : released ? SHARED : "";
     this.learned = { models, modelId, credits: new Map(), watching: null };
     this.expanded = new Set();
     this.openBreakdowns = new Set();
     this.selected = -1;
     this.fit = false;
     this.polls = 0;
-    this.completion = { runs: [] };
+    this.completion = { runs: [], reason: null, pending: true };
     this.index();
     this.render();
     this.watchEvaluation();
     this.loadCompletion();
   }
 
-  /** The completion curve, drawn once its estimate is in (it stays for this view's redraws). */
+  /** The completion curve, drawn once its estimate is in (it stays for this view's redraws), or why there is none. */
   async loadCompletion() {
-    const runs = await loadCompletionRuns(this.trace.id, this.stepIndex, () => document.body.contains(this.scroller));
+    const completion = await loadCompletionRuns(this.trace.id, this.stepIndex, () => document.body.contains(this.scroller));
     if (!document.body.contains(this.scroller)) return;
-    this.completion.runs = runs;
-    this.canvas.dataset.completionRuns = String(runs.length);
+    this.completion = completion;
+    this.canvas.dataset.completionRuns = String(completion.runs.length);
+    this.legend.replaceWith(this.minimapLegend());
     this.drawMap(this.list.visibleRange());
+  }
+
+  minimapLegend() {
+    this.legend = minimapLegend({ learnedName: sourceName(this), completion: this.completion });
+    return this.legend;
   }
 
   /** While labels and scores are pending, look again now and then; redraw in place when they change. */
@@ -68,9 +78,16 @@ class TraceView {
     setTimeout(async () => {
       if (!document.body.contains(this.scroller)) return;
       const fresh = await get(`/traces/${encodeURIComponent(this.trace.id)}`);
-      if (JSON.stringify(fresh.evaluation) !== JSON.stringify(this.trace.evaluation)) this.redraw(fresh);
+      // A redraw replaces the rows, and with them text the reader is selecting to annotate: wait for it.
+      if (JSON.stringify(fresh.evaluation) !== JSON.stringify(this.trace.evaluation) && !this.selecting()) this.redraw(fresh);
       this.watchEvaluation();
     }, POLL_MS);
+  }
+
+  /** Whether text inside the steps is selected (a quote in the making). */
+  selecting() {
+    const selection = getSelection();
+    return Boolean(selection && !selection.isCollapsed && this.scroller.contains(selection.anchorNode));
   }
 
   redraw(trace) {
@@ -84,7 +101,8 @@ class TraceView {
 
   /** Lookups by step: annotations, the task cards that open before a step, the patterns over it. */
   index() {
-    const { steps, annotations, step_scores: tasks, process_patterns: patterns } = this.trace;
+    const { steps, annotations, process_patterns: patterns } = this.trace;
+    const tasks = this.trace.rule_step_scores ?? this.trace.step_scores;  // imported task scores go in the header
     this.stepIndex = new Map(steps.map((step, index) => [step.id, index]));
     this.byStep = new Map();
     this.traceNotes = [];
@@ -104,7 +122,7 @@ class TraceView {
   /** Whether any displayed action has a grade: without one the credit graph is left out. */
   hasGrades() {
     if (this.learned.modelId) return this.learned.credits.size > 0;
-    return this.trace.steps.some((step) => step.metadata.reward);
+    return this.trace.steps.some((step) => stepCredit(step) !== null);
   }
 
   /** Show a model's learned action credit instead of the automatic step scores ("" for those). */
@@ -127,6 +145,7 @@ class TraceView {
       h("button", { id: "minimap-fit", "aria-pressed": String(this.fit), onclick: () => this.setFit(true) }, "Fit"),
     );
     this.fitToggle = fitToggle;
+    const legend = this.minimapLegend(); // made either way: a completion estimate arriving later replaces it
     replace(
       this.screen,
       h("div", { class: "trace-screen" },
@@ -135,7 +154,9 @@ class TraceView {
             h("a", { href: "/traces", "data-link": "", class: "back" }, "← Traces"), " · ",
             h("a", { href: `/traces/${encodeURIComponent(trace.id)}/sections`, "data-link": "", class: "back", id: "open-sections" }, "Explore by sections"),
             h("h1", { id: "trace-title" }, trace.title || "(untitled)"),
-            this.summaryLine(),
+            this.metaLine(),
+            this.trainedLine(),
+            trace.reviewing ? h("p", { class: "notice", id: "reviewing-notice" }, "Shared with you for review: you can read, comment, rate and flag label errors; deleting, relabeling, scoring and training stay with the owner.") : null,
           ),
           h("div", { class: "actions" }, creditControl(this), this.rescoreControl()),
         ),
@@ -143,6 +164,7 @@ class TraceView {
         this.traceAnnotations(),
         trace.spans.length ? spanTimeline(trace.spans) : null,
         h("div", { class: "minimap-bar", id: "minimap-bar", hidden: !graded }, this.canvas, fitToggle),
+        graded ? legend : null,
         this.hover,
         this.scroller,
       ),
@@ -155,20 +177,36 @@ class TraceView {
     this.themeListener = () => this.drawMap(this.list.visibleRange());
     document.addEventListener("stash-theme", this.themeListener);
     new ResizeObserver(() => this.drawMap(this.list.visibleRange())).observe(this.canvas);
+    // A taller window shows more rows: mount them, or the list ends short of the window's bottom.
+    new ResizeObserver(() => this.list.schedule()).observe(this.scroller);
   }
 
-  summaryLine() {
+  /** The header's line: source, size, import time, the automatic trace score and outcome, the annotation counts. */
+  // The caller's own reward models trained on this trace (the gateway never returns another user's).
+  trainedLine() {
+    const models = this.trace.trained_models || [];
+    if (!models.length) return null;
+    const links = models.flatMap((model, index) => [
+      index ? ", " : null,
+      h("a", { href: `/models/${encodeURIComponent(model.id)}`, "data-link": "" }, model.name),
+    ]);
+    return h("p", { class: "meta", id: "trained-into" }, h("span", {}, "Trained into: ", ...links));
+  }
+
+  metaLine() {
     const trace = this.trace;
     const evaluation = trace.evaluation || {};
     const parts = [
       h("span", {}, trace.source_name || trace.source_id),
       h("span", {}, `${trace.step_count} steps`),
       h("span", {}, `imported ${localTime(trace.created_at)}`),
-      h("span", { id: "trace-score" }, `score ${signed(evaluation.score)}`),
-      evaluation.outcome ? h("span", { class: `outcome ${evaluation.outcome}`, id: "trace-outcome" }, evaluation.outcome.replaceAll("_", " ")) : h("span", {}, "not scored yet"),
-      h("span", {}, `+${trace.positive_count} / −${trace.negative_count} · ${trace.comment_count} comments`),
+      h("span", { id: "trace-score", title: "The mean of the task scores (−1…+1), from the automatic labels" }, `automatic trace score ${signed(evaluation.score)}`),
+      importedTaskScores(trace),
+      evaluation.outcome ? h("span", { class: `outcome ${evaluation.outcome}`, id: "trace-outcome", title: "Outcome, read from the user's reactions to the answers" }, evaluation.outcome.replaceAll("_", " ")) : h("span", {}, "not scored yet"),
+      h("span", { id: "trace-counts", title: "Ratings (flagged label errors left out) and comments" }, `+${trace.positive_count} / −${trace.negative_count} ratings · ${trace.comment_count} comment${trace.comment_count === 1 ? "" : "s"}`),
     ];
-    return h("p", { class: "meta" }, parts);
+    this.meta = h("p", { class: "meta", id: "trace-meta" }, parts);
+    return this.meta;
   }
 
   /** The rescore icon: its state shows activity; a failure's details open on demand. */
@@ -177,7 +215,8 @@ class TraceView {
     const failed = evaluation.status === "failed";
     const busy = evaluation.status === "queued" || evaluation.status === "running";
     const details = h("div", { class: "popover", id: "rescore-details", hidden: true }, failed ? `The last labeling failed: ${evaluation.error || "no reason recorded"}` : `Labels and scores of revision ${evaluation.shown_revision ?? "—"} (${evaluation.labeler || "—"}).`);
-    const button = guardWrite(
+    const guard = (element) => (this.trace.reviewing ? disableWith(element, reviewerReason("relabel it")) : guardWrite(element, this.session));
+    const button = guard(
       h("button", {
         class: `icon-button rescore${failed ? " failed" : ""}${busy ? " busy" : ""}`,
         id: "rescore",
@@ -196,7 +235,6 @@ class TraceView {
           }
         },
       }, "↻"),
-      this.session,
     );
     const info = h("button", { class: "icon-button", id: "rescore-info", title: failed ? "Why labeling failed" : "About these scores", "aria-expanded": "false", onclick: () => {
       details.hidden = !details.hidden;
@@ -225,7 +263,7 @@ class TraceView {
   }
 
   item(annotation, step) {
-    return annotationItem(annotation, { session: this.session, traceId: this.trace.id, step, onChange: (saved) => this.changed(saved, step, annotation) });
+    return annotationItem(annotation, { session: this.session, traceId: this.trace.id, step, reviewing: this.trace.reviewing, onChange: (saved) => this.changed(saved, step, annotation) });
   }
 
   /** After a create, edit, flag or delete: update the lookups and redraw only what shows it. */
@@ -233,6 +271,8 @@ class TraceView {
     const all = this.trace.annotations.filter((item) => item !== previous && (!saved || item.id !== saved.id));
     if (saved) all.push(saved);
     this.trace.annotations = all;
+    countAnnotations(this.trace);
+    this.meta.replaceWith(this.metaLine());
     this.index();
     if (step) this.list.refresh(this.stepIndex.get(step.id));
     else this.traceNotesBox.replaceWith(this.traceAnnotations());
@@ -263,11 +303,12 @@ class TraceView {
   }
 
   heading(step, index) {
-    const reward = step.metadata.reward;
+    const reward = automaticReward(step);
     const time = step.metadata.timestamp;
-    const score = reward
-      ? h("button", { class: "score-chip", "aria-expanded": String(this.openBreakdowns.has(index)), title: "Show how this score was reached", onclick: () => this.toggleBreakdown(index) }, signed(reward.score))
-      : null;
+    const score = reward ? this.creditChip(reward, index) : null;
+    const imported = importedScore(step);
+    const importedChip = imported === null ? null : h("span", { class: "score-chip imported", title: "Score imported with the trace (metadata.reward); the automatic rule score is beside it" },
+      h("span", { class: "chip-label" }, "imported"), ` ${signed(imported)}`);
     const comment = guardWrite(h("button", { class: "link-button", onclick: () => this.annotateStep(step, null) }, "Comment"), this.session);
     return h("div", { class: "step-head" },
       h("span", { class: "role" }, ROLE_LABELS[step.role] || step.role),
@@ -275,28 +316,40 @@ class TraceView {
       time ? h("time", { datetime: time }, localTime(time)) : null,
       h("span", { class: "spacer" }),
       this.creditBadge(index),
+      importedChip,
       score,
       comment,
     );
   }
 
+  /** The step's automatic credit, saying what it is; it opens the breakdown of how it was reached. */
+  creditChip(reward, index) {
+    const expected = reward.expected_credit !== null && reward.expected_credit !== undefined;
+    const what = expected
+      ? "Automatic credit (−1…+1): the expected credit of this step's label probabilities"
+      : "Automatic step score (−1…+1): its labels' points plus credit passed back from the answer";
+    const value = signed(stepCredit({ metadata: { reward } }));
+    return h("button", { class: "score-chip", "aria-expanded": String(this.openBreakdowns.has(index)), title: `${what}. Click for how it was reached.`, "aria-label": `${what}: ${value}`, onclick: () => this.toggleBreakdown(index) },
+      h("span", { class: "chip-label" }, expected ? "credit" : "score"), ` ${value}`);
+  }
+
   creditBadge(index) {
     const credit = this.learned.credits.get(index);
     if (credit === undefined) return null;
-    const model = this.learned.models.find((item) => item.id === this.learned.modelId);
-    const title = `Learned action credit of ${model ? model.name : "the model"}: how much it prefers this action over its training reference (0); not a probability`;
-    return h("span", { class: `credit-badge ${credit > 0 ? "up" : credit < 0 ? "down" : ""}`, title }, `credit ${signed(credit)}`);
+    const title = `Learned action credit of ${sourceName(this) || "the model"}: how much it prefers this action over its training reference (0); not a probability`;
+    return h("span", { class: `credit-badge ${credit > 0 ? "up" : credit < 0 ? "down" : ""}`, title, "aria-label": `${title}: ${signed(credit)}` }, `learned credit ${signed(credit)}`);
   }
 
   breakdown(step) {
-    const reward = step.metadata.reward;
+    const reward = automaticReward(step);
     const lines = [
       ...(reward.terms || []).map((term) => [term.reason, signed(term.points)]),
       ["points", signed(reward.points)],
       ["passed back from the answer", signed(reward.passed_back)],
       ["score (−1..+1)", signed(reward.score)],
-      reward.expected_credit !== null && reward.expected_credit !== undefined ? ["expected credit", signed(reward.expected_credit)] : null,
+      reward.expected_credit !== null && reward.expected_credit !== undefined ? ["expected credit (shown)", signed(reward.expected_credit)] : null,
       reward.credit !== null && reward.credit !== undefined ? ["credit band", String(reward.credit)] : null,
+      ...importedLines(step),
     ].filter(Boolean);
     return h("dl", { class: "breakdown" }, lines.map(([name, value]) => [h("dt", {}, name), h("dd", {}, value)]));
   }
@@ -310,8 +363,11 @@ class TraceView {
   body(step, index) {
     const parts = [];
     if (step.tool_input !== null && step.tool_input !== undefined) {
+      // Shown like an output: open, folded only when long (its summary row says so and opens it).
       const json = JSON.stringify(step.tool_input, null, 2);
-      parts.push(this.disclosure(`Input${step.tool_name ? ` to ${step.tool_name}` : ""}`, codeSpan(json), json, "Copy input"));
+      const long = isLong(json);
+      const label = `Input${step.tool_name ? ` to ${step.tool_name}` : ""}${long ? ` · ${json.split("\n").length} lines, folded: click to show` : ""}`;
+      parts.push(this.disclosure(label, codeSpan(json), json, "Copy input", !long));
     }
     if (step.role === "tool") {
       parts.push(this.disclosure(`Output${step.tool_name ? ` of ${step.tool_name}` : ""}`, this.content(step, index), step.content, "Copy output", true));
@@ -329,7 +385,7 @@ class TraceView {
   /** The message text: a compact preview until Read full message; Show less (sticky) or Escape folds it. */
   content(step, index) {
     const text = step.content;
-    const long = text.length > PREVIEW_CHARS || text.split("\n", PREVIEW_LINES + 1).length > PREVIEW_LINES;
+    const long = isLong(text);
     const expanded = this.expanded.has(index);
     const box = h("div", { class: `content${long && !expanded ? " collapsed" : ""}`, dataset: { stepId: step.id } }, messageNodes(text));
     if (!long) return box;
@@ -501,17 +557,50 @@ class TraceView {
   }
 }
 
+/** Whether text is past the compact preview: it is folded until the reader asks for all of it. */
+function isLong(text) {
+  return text.length > PREVIEW_CHARS || text.split("\n", PREVIEW_LINES + 1).length > PREVIEW_LINES;
+}
+
+/** The header's counts from the annotations, as the API counts them: flagged ratings are left out. */
+function countAnnotations(trace) {
+  const counted = trace.annotations.filter((annotation) => !annotation.label_error);
+  trace.positive_count = counted.filter((annotation) => annotation.rating === 1).length;
+  trace.negative_count = counted.filter((annotation) => annotation.rating === -1).length;
+  trace.comment_count = trace.annotations.filter((annotation) => annotation.comment).length;
+}
+
 function closestContent(node) {
   const element = node.nodeType === Node.ELEMENT_NODE ? node : node.parentElement;
   return element ? element.closest(".content") : null;
 }
 
+/** The task scores imported with the trace (`step_scores_source: "imported"`), said to be imported; else null. */
+function importedTaskScores(trace) {
+  if (trace.step_scores_source !== "imported") return null;
+  const scores = (trace.step_scores || []).map((task) => (typeof task === "number" ? task : task && task.score)).filter((score) => typeof score === "number");
+  const text = scores.length ? scores.map((score) => signed(score)).join(", ") : "none readable";
+  return h("span", { id: "imported-task-scores", title: "Task scores imported with the trace (step_scores); the automatic ones come from the rules" }, `imported task scores ${text}`);
+}
+
+/** The imported reward's breakdown lines (its terms and score), shown after the rule breakdown; none if not imported. */
+function importedLines(step) {
+  const { reward, reward_source: source } = step.metadata;
+  if (source !== "imported" || !reward || typeof reward !== "object") return [];
+  const terms = Array.isArray(reward.terms) ? reward.terms : [];
+  const score = importedScore(step);
+  return [
+    ...terms.map((term) => [`imported: ${term.reason}`, typeof term.points === "number" ? signed(term.points) : "—"]),
+    score === null ? null : ["imported score", signed(score)],
+  ];
+}
+
 /** One line: step number, recorded time, an excerpt, the credit or why there is none, and the completion. */
 function hoverText(trace, index, learned, completion) {
   const step = trace.steps[index];
-  const reward = step.metadata.reward;
+  const reward = automaticReward(step);
   const status = (trace.evaluation || {}).status;
-  const automatic = reward ? `credit ${signed(reward.score)}` : status === "succeeded" ? "not scored (context)" : "pending";
+  const automatic = reward ? `automatic credit ${signed(stepCredit(step))}` : status === "succeeded" ? "not scored (context)" : "pending";
   const credit = !learned ? automatic : learned.has(index) ? `learned credit ${signed(learned.get(index))}` : "no learned credit (not an action)";
   const time = step.metadata.timestamp ? localTime(step.metadata.timestamp) : "untimed";
   const call = step.tool_name ? `${step.tool_name} ${JSON.stringify(step.tool_input ?? {})}` : "";

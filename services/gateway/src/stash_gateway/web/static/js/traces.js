@@ -4,7 +4,7 @@ import { ApiError, get, post, put, query } from "./api.js";
 import { guardWrite, h, localTime, navigate, replace, signed, startScreen } from "./dom.js";
 
 const PAGE_SIZE = 50;
-// The detectors of the trajectory PRM (README: Process patterns), most severe first.
+// The detectors of the trajectory PRM (docs/labels.md: Process patterns), most severe first.
 export const PATTERNS = ["stuck_on_test", "expansion_drift", "context_thrash", "ping_pong", "repetition_loop"];
 const TIME_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 

@@ -1,0 +1,105 @@
+// The shared evaluator: the account's consent (give for all traces, revoke, see what it contributed) and the
+// independent review queue (context, then actions A and B in an order drawn for the reviewer, no origin).
+
+import { ApiError, del, get, post, put } from "./api.js";
+import { guardWrite, h, localTime, replace, startScreen } from "./dom.js";
+
+// The consent text the page shows; its version is recorded with the consent.
+const CONSENT_VERSION = "2026-12-v1";
+const CONSENT_TEXT =
+  "Your traces and annotations may be turned into comparisons of agent actions, reviewed by people other than you, " +
+  "and used to train and benchmark the shared evaluator. You can revoke this at any time; later snapshots, benchmarks " +
+  "and review queues then leave your data out.";
+const VERDICTS = [
+  { verdict: "better", label: "A is better", id: "a-better" },
+  { verdict: "worse", label: "B is better", id: "b-better" },
+  { verdict: "tie", label: "Tie", id: "tie" },
+  { verdict: "invalid", label: "Invalid", id: "invalid" },
+];
+
+export async function renderEvaluator(screen, session) {
+  const current = startScreen();
+  const [consent, queue] = await Promise.all([get("/evaluator/consent"), loadQueue()]);
+  if (!current()) return;
+  replace(
+    screen,
+    h("header", { class: "screen-head" }, h("h1", {}, "Shared evaluator")),
+    consentCard(screen, session, consent),
+    queueSection(screen, session, queue),
+  );
+}
+
+async function loadQueue() {
+  try {
+    return await get("/evaluator/review-queue?limit=10");
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 403) return { notReviewer: error.message };
+    throw error;
+  }
+}
+
+function consentCard(screen, session, consent) {
+  const open = consent.consents.find((item) => !item.revoked_at);
+  const error = h("p", { class: "form-error", id: "consent-error", role: "alert" });
+  const redraw = () => renderEvaluator(screen, session);
+  const act = async (call) => {
+    try {
+      await call();
+      await redraw();
+    } catch (failure) {
+      error.textContent = failure.message;
+    }
+  };
+  const status = open
+    ? h("p", { id: "consent-status" }, `Sharing ${open.all_sources ? "all your traces" : `sources ${open.source_ids.join(", ")}`} since ${localTime(open.granted_at)} (consent text ${open.text_version}).`)
+    : h("p", { id: "consent-status" }, consent.stopped_at ? `Not sharing: you stopped on ${localTime(consent.stopped_at)}.` : "Not sharing: your data does not improve the shared evaluator.");
+  const button = open
+    ? guardWrite(h("button", { id: "consent-revoke", onclick: () => act(() => del("/evaluator/consent")) }, "Revoke consent"), session)
+    : guardWrite(h("button", { class: "primary", id: "consent-grant", onclick: () => act(() => put("/evaluator/consent", { text_version: CONSENT_VERSION, all_sources: true })) }, "Share all my traces"), session);
+  return h(
+    "section",
+    { class: "card evaluator-consent", id: "evaluator-consent" },
+    h("h2", {}, "Your consent"),
+    h("p", { class: "hint" }, CONSENT_TEXT),
+    status,
+    h("p", { class: "hint", id: "consent-contributed" }, `${consent.contributed_comparisons} ${consent.contributed_comparisons === 1 ? "comparison" : "comparisons"} came from your data.`),
+    error,
+    button,
+  );
+}
+
+function queueSection(screen, session, queue) {
+  const head = h("h2", {}, "Review queue");
+  if (queue.notReviewer) return h("section", { class: "evaluator-queue", id: "review-queue" }, head, h("p", { class: "notice", id: "not-reviewer" }, `You are not an evaluator reviewer: ${queue.notReviewer}.`));
+  if (!queue.length) return h("section", { class: "evaluator-queue", id: "review-queue" }, head, h("p", { class: "empty", id: "queue-empty" }, "Nothing to review: comparisons you authored or from your traces never appear here."));
+  return h(
+    "section",
+    { class: "evaluator-queue", id: "review-queue" },
+    head,
+    h("p", { class: "hint" }, "Each comparison shows the conversation so far and two candidate next actions. Which one should the agent have taken?"),
+    queue.map((item) => comparisonCard(screen, session, item)),
+  );
+}
+
+function comparisonCard(screen, session, item) {
+  const note = h("input", { class: "review-note", placeholder: "Note (optional)", maxlength: "2000" });
+  const error = h("p", { class: "form-error", role: "alert" });
+  const card = h("article", { class: "card comparison", dataset: { comparison: item.comparison_id } });
+  const record = async (verdict) => {
+    try {
+      await post("/evaluator/reviews", { comparison_id: item.comparison_id, verdict, note: note.value.trim() || null });
+      replace(card, h("p", { class: "reviewed" }, "Recorded. Thank you."));
+    } catch (failure) {
+      error.textContent = failure.message;
+    }
+  };
+  const side = (label, context, action) =>
+    h("div", { class: "comparison-side" }, h("h3", {}, label), context ? h("pre", { class: "comparison-context" }, context) : null, h("pre", { class: "comparison-action" }, action));
+  return replace(
+    card,
+    h("div", { class: "comparison-sides" }, side("A", item.context_a, item.action_a), side("B", item.context_b, item.action_b)),
+    note,
+    error,
+    h("div", { class: "actions" }, VERDICTS.map((choice) => guardWrite(h("button", { class: `verdict-${choice.id}`, onclick: () => record(choice.verdict) }, choice.label), session))),
+  );
+}

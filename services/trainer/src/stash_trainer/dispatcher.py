@@ -1,0 +1,255 @@
+"""Training jobs: from a claimed model to uploaded job inputs, a launched worker, and a recorded result.
+
+The dispatcher (`stash_common.jobs.dispatch.RowDispatcher`) claims a queued model; `prepare` reads the
+selected traces with their latest evaluations through a `TraceSource`, builds the preference pairs,
+records the pairs and the feedback report (before the minimum-pair check, so a failed model keeps its
+report), and uploads the job's files of the spec's contract to object storage under
+`jobs/trainer/<job_id>/`. The worker downloads them into its own scratch space, uploads the checkpoint
+archive to `reward-models/<owner_id>/<model_id>.tar.gz` and its score files beside the inputs, and
+reports progress and its result to `TrainerService` (`ReportJobProgress`, `CompleteJob`); a worker that
+ends without reporting fails the model with how it ended. A recovery sweep fails interrupted
+submissions and overdue jobs.
+
+Once the worker of a model that succeeded has ended, `job_ended` tells the scorer the job's key
+through a `ScorePublisher`; the scorer reads the worker's score files (`scores.jsonl`,
+`action_scores.jsonl`) itself, at the trace revisions the dispatcher read (kept in `job.json`,
+which the worker ignores; `stash_common.jobs.training_scores`), before the job's files are
+deleted. A trained checkpoint outweighs its scores, so a scorer out of reach is logged, fails
+nothing, and leaves those traces to the scorer's own background scoring.
+
+This is policy, not transport: no gRPC and no `stash.rm.v1` message reaches it
+(`stash_trainer.clients` is the edge), which an import-linter contract keeps true.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+import structlog
+from sqlalchemy.orm import Session, sessionmaker
+
+from stash_common.coordination import Wakeups
+from stash_common.db import transaction
+from stash_common.errors import StashError
+from stash_common.jobs.dispatch import LEASE_S, DispatchTiming, RowDispatcher, RowJobKind
+from stash_common.jobs.launch import JobEnd, Launcher
+from stash_common.jobs.training_scores import TRACE_REVISIONS
+from stash_common.jobs.transfer import job_key, upload_files
+from stash_common.rendering import is_rendered, render_example, render_trace
+from stash_common.storage import ObjectStore
+from stash_trainer import job_contract as contract
+from stash_trainer import store
+from stash_trainer.evaluator.corpus import task_group
+from stash_trainer.pairs.dataset import PairSet, build_pairs, check_trainable
+from stash_trainer.pairs.feedback import FeedbackExtractor
+from stash_trainer.pairs.inputs import SourceTrace
+
+log = structlog.get_logger()
+SERVICE = "trainer"
+JOB_KIND = RowJobKind(
+    service=SERVICE,
+    worker="train",
+    noun="reward model",
+    rows=store.RewardModelRow,
+    topic="trainer.models",
+    files=(*contract.INPUT_FILES, *contract.OUTPUT_FILES),
+    started={"stage": "training"},
+)
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """What every training job of this trainer shares."""
+
+    report_address: str  # where workers reach this trainer's gRPC server
+    max_length: int = 1024
+    batch_size: int = 8
+    learning_rate: float = 1e-4
+    seed: int = 0
+    submit_timeout: timedelta = timedelta(minutes=35)
+    job_timeout: timedelta = timedelta(minutes=70)
+    sweep_interval_s: float = 30.0
+    lease_s: float = LEASE_S  # a claimed job's lease: a replica that died is noticed this long after
+    device: str = "auto"  # what the worker trains on: auto (CUDA, then MPS, then CPU), cpu, cuda or mps
+
+
+@dataclass(frozen=True)
+class PublishedScores:
+    """How many traces the scorer published, and how many its validation refused."""
+
+    published: int
+    rejected: int
+
+
+class TraceSource(Protocol):
+    """Where the dispatcher reads the selected traces (ingest and the labeler, through `stash_trainer.clients`)."""
+
+    def source_trace(self, owner_id: str, trace_id: str) -> SourceTrace:
+        """One selected trace with what supervises it; an unreachable peer raises `Unavailable`."""
+        ...
+
+
+class ScorePublisher(Protocol):
+    """Where a succeeded model's training scores go (the scorer, through `stash_trainer.clients`)."""
+
+    def publish_training_scores(self, owner_id: str, reward_model_id: str, job_key: str) -> PublishedScores:
+        """Have the scorer publish the scores stored under `job_key`; out of reach `Unavailable`, else a refusal."""
+        ...
+
+
+def archive_key(owner_id: str, model_id: str) -> str:
+    """Where a model's checkpoint archive lives in object storage."""
+    return f"reward-models/{owner_id}/{model_id}.tar.gz"
+
+
+class Dispatcher(RowDispatcher):
+    """Claims queued models, uploads their jobs' inputs and launches their workers; publishes a success's scores."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        traces: TraceSource,
+        scores: ScorePublisher,
+        objects: ObjectStore,
+        launcher: Launcher,
+        wakeups: Wakeups,
+        settings: JobSettings,
+        extractor: FeedbackExtractor | None = None,
+    ) -> None:
+        timing = DispatchTiming(
+            settings.submit_timeout, settings.job_timeout, settings.sweep_interval_s, settings.lease_s
+        )
+        super().__init__(JOB_KIND, sessions, objects, launcher, wakeups, timing)
+        self.traces = traces
+        self.scores = scores
+        self.settings = settings
+        self.extractor = extractor
+
+    def prepare(self, row_id: str, job_id: str) -> str:
+        """Build the pairs, record them with the feedback report, and upload the job's files; their key."""
+        with transaction(self.sessions) as session:
+            row = store.running_job(session, row_id, job_id)
+            owner_id, trace_ids, config = row.owner_id, list(row.trace_ids), dict(row.training_config or {})
+            max_pairs, epochs, base_model = row.max_pairs, row.epochs, row.base_model
+        traces = [self.traces.source_trace(owner_id, trace_id) for trace_id in trace_ids]
+        pair_set = build_pairs(traces, config or None, max_pairs, self.extractor, self.settings.seed)
+        version_3 = config.get("input_version") == 3
+        with transaction(self.sessions) as session:
+            row = store.running_job(session, row_id, job_id)
+            eval_trace_ids = None
+            if version_3:
+                seed = f"{self.settings.seed}:{row_id}"
+                row.eval_task_groups, eval_trace_ids = eval_split(traces, row.eval_task_groups, seed)
+            feedback = (
+                pair_set.feedback if eval_trace_ids is None else mark_evaluated(pair_set.feedback, eval_trace_ids)
+            )
+            row.feedback = list(feedback) if feedback is not None else None
+            row.feedback_job_id = job_id
+            row.num_pairs = len(pair_set.pairs)
+            store.save_pairs(session, row, [pair.to_job_line() for pair in pair_set.pairs])
+        check_trainable(pair_set.pairs)
+        job = {
+            "kind": "train",
+            "base_model": base_model,
+            "epochs": epochs,
+            "max_pairs": max_pairs,
+            "seed": self.settings.seed,
+            "max_length": self.settings.max_length,
+            "batch_size": self.settings.batch_size,
+            "learning_rate": self.settings.learning_rate,
+            "device": self.settings.device,
+            "eval_trace_ids": eval_trace_ids,
+            "input_version": 3 if version_3 else 1,
+            # Where the worker reports and what it uploads (the worker's `TrainJob` ignores these keys).
+            "job_id": job_id,
+            "owner_id": owner_id,
+            "reward_model_id": row_id,
+            "archive_key": archive_key(owner_id, row_id),
+            "report_address": self.settings.report_address,
+            TRACE_REVISIONS: {trace.id: trace.revision for trace in traces},
+        }
+        key = job_key(SERVICE, job_id)
+        with tempfile.TemporaryDirectory(prefix="stash-train-job-") as staging:
+            job_dir = write_job_dir(Path(staging), job, pair_set, traces, sections=version_3)
+            upload_files(self.objects, key, job_dir, contract.INPUT_FILES)
+        return key
+
+    def job_ended(self, row_id: str, job_id: str, end: JobEnd) -> None:
+        """A model its worker left running fails; one it reported succeeded has its scores published."""
+        super().job_ended(row_id, job_id, end)
+        with transaction(self.sessions) as session:
+            row = session.get(store.RewardModelRow, row_id)
+            succeeded = row is not None and row.status == store.SUCCEEDED and row.job_id == job_id
+            owner_id = row.owner_id if row is not None else ""
+        if succeeded:
+            self.publish_job_scores(owner_id, row_id, job_id)
+
+    def publish_job_scores(self, owner_id: str, model_id: str, job_id: str) -> None:
+        """Have the scorer publish a succeeded model's uploaded scores; a scorer that cannot fails nothing."""
+        try:
+            published = self.scores.publish_training_scores(owner_id, model_id, job_key(SERVICE, job_id))
+        except StashError as error:
+            # The model is trained and recorded; the scorer's background scoring covers these traces instead.
+            log.warning("training scores not published", reward_model_id=model_id, error=error.message)
+            return
+        log.info(
+            "training scores published",
+            reward_model_id=model_id,
+            published_traces=published.published,
+            rejected_traces=published.rejected,
+        )
+
+
+def eval_split(traces: list[SourceTrace], stored: list[str] | None, seed: str) -> tuple[list[str], list[str]]:
+    """An input version 3 model's held-out task groups (the stored ones, else a seeded draw) and their traces' ids."""
+    groups = (
+        stored if stored is not None else contract.draw_eval_task_groups({task_group(trace) for trace in traces}, seed)
+    )
+    held = set(groups)
+    return groups, sorted(trace.id for trace in traces if task_group(trace) in held)
+
+
+def mark_evaluated(
+    feedback: tuple[dict[str, Any], ...] | None, eval_trace_ids: list[str]
+) -> tuple[dict[str, Any], ...] | None:
+    """The report with `included_in_evaluation`: a kept pair of a held-out trace evaluates instead of training."""
+    if feedback is None:
+        return None
+    held = set(eval_trace_ids)
+    return tuple(
+        {
+            **item,
+            "included_in_training": item["included_in_training"] and item["trace_id"] not in held,
+            "included_in_evaluation": item["included_in_training"] and item["trace_id"] in held,
+        }
+        for item in feedback
+    )
+
+
+def write_job_dir(
+    job_dir: Path, job: dict[str, Any], pair_set: PairSet, traces: list[SourceTrace], sections: bool = False
+) -> Path:
+    """The spec's job directory: job.json, pairs.jsonl and the items to score after training (`sections`: action
+    examples with input version 3's marked context sections)."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / contract.JOB_FILE).write_bytes(orjson.dumps(job))
+    (job_dir / contract.PAIRS_FILE).write_text(pair_set.to_jsonl(), encoding="utf-8")
+    trace_items = [{"trace_id": trace.id, "text": render_trace(trace.steps)} for trace in traces]
+    action_items = [
+        {"trace_id": trace.id, "step_id": step.id, "text": render_example(trace.steps, step.index, sections=sections)}
+        for trace in traces
+        for step in trace.steps
+        if step.is_action and is_rendered(step)
+    ]
+    _write_jsonl(job_dir / contract.SCORE_ITEMS_FILE, [item for item in trace_items if item["text"]])
+    _write_jsonl(job_dir / contract.ACTION_SCORE_ITEMS_FILE, action_items)
+    return job_dir
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))

@@ -1,0 +1,1 @@
+"""The shared evaluator's data: consent, candidate comparisons, independent review, frozen benchmarks."""
