@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 from stash_cli.practice import PRACTICE_TRACES, practice_jsonl, practice_traces
+from stash_common.rendering import strip_marks
 from stash_common.steps import TraceStep
 from stash_labeler.evaluation import evaluate
 from stash_labeler.labeling.rules import RuleLabeler
@@ -68,6 +69,6 @@ def test_automatic_credit_ranks_a_grounded_answer_over_its_lookup_over_a_guess()
 
 
 def _kind(text: str, credit: float) -> str:
-    if text.rsplit("\n\n", 1)[-1].startswith("Assistant called"):
+    if strip_marks(text).rsplit("\n\n", 1)[-1].startswith("Assistant called"):
         return "lookup"
     return "answer" if credit > 0 else "guess"
