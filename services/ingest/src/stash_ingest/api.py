@@ -17,6 +17,7 @@ from stash.rm.v1 import common_pb2, ingest_pb2, ingest_pb2_grpc
 from stash_common.db import transaction
 from stash_common.errors import FailedPrecondition, InvalidArgument, Unavailable
 from stash_common.messages import struct_of, timestamp_of
+from stash_common.owner_rpcs import OwnerRowsServicer
 from stash_common.requests import owner_of, page_of
 from stash_ingest import exports, reviews, store
 from stash_ingest.adapters.registry import ADAPTERS
@@ -62,8 +63,11 @@ _ROLES = {
 }
 
 
-class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
+class IngestServicer(OwnerRowsServicer, ingest_pb2_grpc.IngestServiceServicer):
     """Traces, annotations, sources and exports of every owner, over gRPC."""
+
+    owner_versions = store.OwnerVersionRow.__table__
+    owner_tables = "stash_ingest.owner_tables"
 
     def __init__(
         self,
@@ -386,22 +390,6 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         with transaction(self.sessions) as session:
             _row, access = reviews.readable_trace(session, owner_of(request), request.trace_id)
         return ingest_pb2.AuthorizeTraceResponse(trace_owner_id=access.owner_id, reviewer=access.reviewer)
-
-    def StreamOwnerRows(
-        self, request: common_pb2.StreamOwnerRowsRequest, context: grpc.ServicerContext
-    ) -> Iterator[common_pb2.StreamOwnerRowsResponse]:
-        """The owner's traces, steps and annotations as Arrow IPC chunks, for the gateway's SQL queries."""
-        from stash_ingest.owner_tables import stream_owner_rows  # pyarrow: loaded by the first SQL query, not at start
-
-        for chunk in stream_owner_rows(self.sessions, owner_of(request)):
-            yield common_pb2.StreamOwnerRowsResponse(table=chunk.table, arrow_ipc=chunk.data, version=chunk.version)
-
-    def GetOwnerVersion(
-        self, request: common_pb2.GetOwnerVersionRequest, context: grpc.ServicerContext
-    ) -> common_pb2.GetOwnerVersionResponse:
-        """The owner's change marker for the tables StreamOwnerRows sends."""
-        with transaction(self.sessions) as session:
-            return common_pb2.GetOwnerVersionResponse(version=store.owner_version(session, owner_of(request)))
 
     def ExportTraces(
         self, request: ingest_pb2.ExportTracesRequest, context: grpc.ServicerContext

@@ -10,17 +10,15 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 from sqlalchemy import Text, cast, select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from stash_common.owner_rows import (
     UTC_TIME,
     OwnerTable,
-    TableChunk,
     row_batches,
     selected_rows,
-    stream_tables,
 )
-from stash_ingest.store import AnnotationRow, OwnerVersionRow, StepRow, TraceRow
+from stash_ingest.store import AnnotationRow, StepRow, TraceRow
 
 TRACES = pa.schema(
     [
@@ -136,8 +134,3 @@ TABLES = (
     OwnerTable("steps", STEPS, _steps),
     OwnerTable("annotations", ANNOTATIONS, _annotations),
 )
-
-
-def stream_owner_rows(sessions: sessionmaker[Session], owner_id: str) -> Iterator[TableChunk]:
-    """Every query table's rows of the owner, as Arrow IPC chunks."""
-    return stream_tables(sessions, OwnerVersionRow.__table__, TABLES, owner_id)

@@ -178,11 +178,6 @@ def touch_owner(session: Session, owner_id: str) -> None:
     owner_versions.touch_owners(session, OwnerVersionRow.__table__, [owner_id])
 
 
-def owner_version(session: Session, owner_id: str) -> str:
-    """The owner's change marker; empty while they have never changed anything."""
-    return owner_versions.owner_version(session, OwnerVersionRow.__table__, owner_id)
-
-
 def find_trace_row(session: Session, owner_id: str, trace_id: str) -> TraceRow:
     """The owner's trace row; another owner's trace is simply not found."""
     row = session.get(TraceRow, trace_id)

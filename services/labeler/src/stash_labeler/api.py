@@ -7,7 +7,7 @@ the generated response type. Messages go no further than this module: trajectory
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC
 from typing import Any
 
@@ -19,6 +19,7 @@ from stash.rm.v1 import common_pb2, labeler_pb2, labeler_pb2_grpc
 from stash_common.db import transaction, utc_now
 from stash_common.errors import InvalidArgument, NotFound
 from stash_common.messages import struct_of, timestamp_of
+from stash_common.owner_rpcs import OwnerRowsServicer
 from stash_common.requests import owner_of, page_of
 from stash_labeler import store
 from stash_labeler.assessments import Assessor, FastModel, Outcome
@@ -57,8 +58,11 @@ MAX_EVENTS_PER_CALL = 500
 ANNOUNCE_BATCH_MAX = 1000  # revisions AnnounceTraceRevisions queues in one call
 
 
-class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
+class LabelerServicer(OwnerRowsServicer, labeler_pb2_grpc.LabelerServiceServicer):
     """Evaluations of every owner's trace revisions, over gRPC."""
+
+    owner_versions = store.OwnerVersionRow.__table__
+    owner_tables = "stash_labeler.owner_tables"
 
     def __init__(
         self,
@@ -195,22 +199,6 @@ class LabelerServicer(labeler_pb2_grpc.LabelerServiceServicer):
         return labeler_pb2.GetCourseCorrectionResponse(
             course_correction=_correction(correction) if correction else None
         )
-
-    def StreamOwnerRows(
-        self, request: common_pb2.StreamOwnerRowsRequest, context: grpc.ServicerContext
-    ) -> Iterator[common_pb2.StreamOwnerRowsResponse]:
-        """The owner's step labels, evaluations and process patterns as Arrow IPC chunks, for SQL queries."""
-        from stash_labeler.owner_tables import stream_owner_rows  # pyarrow: loaded by the first SQL query, not at start
-
-        for chunk in stream_owner_rows(self.sessions, owner_of(request)):
-            yield common_pb2.StreamOwnerRowsResponse(table=chunk.table, arrow_ipc=chunk.data, version=chunk.version)
-
-    def GetOwnerVersion(
-        self, request: common_pb2.GetOwnerVersionRequest, context: grpc.ServicerContext
-    ) -> common_pb2.GetOwnerVersionResponse:
-        """The owner's change marker for the tables StreamOwnerRows sends."""
-        with transaction(self.sessions) as session:
-            return common_pb2.GetOwnerVersionResponse(version=store.owner_version(session, owner_of(request)))
 
     def GetTraceCompletion(
         self, request: labeler_pb2.GetTraceCompletionRequest, context: grpc.ServicerContext

@@ -15,11 +15,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import json as arrow_json
 from sqlalchemy import Text, and_, cast, func, select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
-from stash_common.owner_rows import UTC_TIME, OwnerTable, TableChunk, row_batches, selected_rows, stream_tables
+from stash_common.owner_rows import UTC_TIME, OwnerTable, row_batches, selected_rows
 from stash_labeler.label_schema import StepLabel
-from stash_labeler.store import SUCCEEDED, EvaluationRow, OwnerVersionRow, ProcessFindingRow
+from stash_labeler.store import SUCCEEDED, EvaluationRow, ProcessFindingRow
 
 # The label's own fields; its chunk_id is the step's.
 LABEL_FIELDS = tuple(name for name in StepLabel.model_fields if name != "chunk_id")
@@ -180,8 +180,3 @@ TABLES = (
     OwnerTable("evaluations", EVALUATIONS, _evaluations),
     OwnerTable("process_patterns", PROCESS_PATTERNS, _process_patterns),
 )
-
-
-def stream_owner_rows(sessions: sessionmaker[Session], owner_id: str) -> Iterator[TableChunk]:
-    """Every query table's rows of the owner, as Arrow IPC chunks."""
-    return stream_tables(sessions, OwnerVersionRow.__table__, TABLES, owner_id)

@@ -186,11 +186,6 @@ def touch_owners(session: Session, owner_ids: Iterable[str]) -> None:
     owner_versions.touch_owners(session, OwnerVersionRow.__table__, owner_ids)
 
 
-def owner_version(session: Session, owner_id: str) -> str:
-    """The owner's change marker; empty while nothing of theirs has changed."""
-    return owner_versions.owner_version(session, OwnerVersionRow.__table__, owner_id)
-
-
 def _touch_owner_of(session: Session, evaluation_id: str) -> None:
     owner_id = session.scalar(select(EvaluationRow.owner_id).where(EvaluationRow.id == evaluation_id))
     if owner_id is not None:

@@ -7,7 +7,6 @@ scores and runs come straight from the store, scoped to the owner the gateway na
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC
 
 import grpc
@@ -17,6 +16,7 @@ from stash.rm.v1 import common_pb2, scorer_pb2, scorer_pb2_grpc
 from stash_common.db import transaction
 from stash_common.errors import InvalidArgument
 from stash_common.messages import timestamp_of
+from stash_common.owner_rpcs import OwnerRowsServicer
 from stash_common.requests import owner_of
 from stash_scorer import store
 from stash_scorer.publishing import ActionResult
@@ -34,8 +34,11 @@ _STATUSES = {
 _REPORTED = (common_pb2.JOB_STATUS_SUCCEEDED, common_pb2.JOB_STATUS_FAILED)
 
 
-class ScorerServicer(scorer_pb2_grpc.ScorerServiceServicer):
+class ScorerServicer(OwnerRowsServicer, scorer_pb2_grpc.ScorerServiceServicer):
     """Every owner's trace scores, action scores and scoring runs, over gRPC."""
+
+    owner_versions = store.OwnerVersionRow.__table__
+    owner_tables = "stash_scorer.owner_tables"
 
     def __init__(self, sessions: sessionmaker[Session], scoring: Scoring, releases: Releases) -> None:
         self.sessions = sessions
@@ -157,22 +160,6 @@ class ScorerServicer(scorer_pb2_grpc.ScorerServiceServicer):
                 current_release=current.number if current else None,
                 scores={trace_id: shared_scores_to_proto(scores) for trace_id, scores in shown.items()},
             )
-
-    def StreamOwnerRows(
-        self, request: common_pb2.StreamOwnerRowsRequest, context: grpc.ServicerContext
-    ) -> Iterator[common_pb2.StreamOwnerRowsResponse]:
-        """The owner's trace scores and action scores as Arrow IPC chunks, for the gateway's SQL queries."""
-        from stash_scorer.owner_tables import stream_owner_rows  # pyarrow: loaded by the first SQL query, not at start
-
-        for chunk in stream_owner_rows(self.sessions, owner_of(request)):
-            yield common_pb2.StreamOwnerRowsResponse(table=chunk.table, arrow_ipc=chunk.data, version=chunk.version)
-
-    def GetOwnerVersion(
-        self, request: common_pb2.GetOwnerVersionRequest, context: grpc.ServicerContext
-    ) -> common_pb2.GetOwnerVersionResponse:
-        """The owner's change marker for the tables StreamOwnerRows sends."""
-        with transaction(self.sessions) as session:
-            return common_pb2.GetOwnerVersionResponse(version=store.owner_version(session, owner_of(request)))
 
 
 def report_from_proto(request: scorer_pb2.ReportScoringResultRequest) -> RunReport:

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
-from stash_common.owner_rows import UTC_TIME, OwnerTable, TableChunk, row_batches, selected_rows, stream_tables
-from stash_scorer.store import ActionScoreRow, OwnerVersionRow, TraceScoreRow
+from stash_common.owner_rows import UTC_TIME, OwnerTable, row_batches, selected_rows
+from stash_scorer.store import ActionScoreRow, TraceScoreRow
 
 SCORES = pa.schema(
     [
@@ -68,8 +68,3 @@ def _action_scores(session: Session, owner_id: str) -> Iterator[pa.RecordBatch]:
 
 
 TABLES = (OwnerTable("scores", SCORES, _scores), OwnerTable("action_scores", ACTION_SCORES, _action_scores))
-
-
-def stream_owner_rows(sessions: sessionmaker[Session], owner_id: str) -> Iterator[TableChunk]:
-    """Every query table's rows of the owner, as Arrow IPC chunks."""
-    return stream_tables(sessions, OwnerVersionRow.__table__, TABLES, owner_id)

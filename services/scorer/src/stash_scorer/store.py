@@ -262,11 +262,6 @@ def touch_owner(session: Session, owner_id: str) -> None:
     owner_versions.touch_owners(session, OwnerVersionRow.__table__, [owner_id])
 
 
-def owner_version(session: Session, owner_id: str) -> str:
-    """The owner's change marker; empty while none of their scores has changed."""
-    return owner_versions.owner_version(session, OwnerVersionRow.__table__, owner_id)
-
-
 @dataclass(frozen=True)
 class PublishedAction:
     """One validated action score, ready to store."""
