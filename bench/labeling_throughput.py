@@ -54,7 +54,7 @@ from stash_ingest.adapters.stash import parse_stash  # noqa: E402
 from stash_labeler.chunks import cut_chunks  # noqa: E402
 from stash_labeler.evaluation import KeptLabel, evaluate  # noqa: E402
 from stash_labeler.labeling.llm import OpenAILabeler  # noqa: E402
-from stash_labeler.labeling.rules import RuleLabeler, label_chunks  # noqa: E402
+from stash_labeler.labeling.rule_labeler import RuleLabeler, label_chunks  # noqa: E402
 from stash_labeler.traces import LabelerTrace  # noqa: E402
 
 

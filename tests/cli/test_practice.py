@@ -14,7 +14,7 @@ from stash_cli.practice import PRACTICE_TRACES, practice_jsonl, practice_traces
 from stash_common.rendering import strip_marks
 from stash_common.steps import TraceStep
 from stash_labeler.evaluation import evaluate
-from stash_labeler.labeling.rules import RuleLabeler
+from stash_labeler.labeling.rule_labeler import RuleLabeler
 from stash_labeler.traces import LabelerTrace
 from stash_trainer.pairs.automatic import automatic_pairs
 from stash_trainer.pairs.inputs import SourceTrace, StepCredit

@@ -19,7 +19,7 @@ from stash_gateway import store as gateway_store
 from stash_ingest.clients import LabelerClient
 from stash_ingest.revisions import Announcer
 from stash_ingest.titles import derive_title
-from stash_labeler.labeling.rules import RuleLabeler
+from stash_labeler.labeling.rule_labeler import RuleLabeler
 from support.ingest import serve_ingest
 from support.labeler import RunningLabeler, serve_labeler
 from support.processes import free_port

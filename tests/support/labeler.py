@@ -18,7 +18,7 @@ from stash_labeler.evaluation_worker import EvaluationWorker, WorkerConfig
 from stash_labeler.ingest_client import IngestClient
 from stash_labeler.label_schema import LabelSource, StepLabel
 from stash_labeler.labeling.protocol import Labeler
-from stash_labeler.labeling.rules import label_chunks
+from stash_labeler.labeling.rule_labeler import label_chunks
 from stash_labeler.scoring.grading import Grader
 from stash_labeler.store import MIGRATIONS_DIR
 from stash_labeler.traces import LabelerTrace

@@ -38,7 +38,7 @@ from stash_common.listeners import check_free, port_in_use
 from stash_common.outages import DATABASE, store_outage
 from stash_common.readiness import StoreWatch, database_check
 from stash_common.settings import ServiceSettings
-from stash_common.storable import check_storable
+from stash_common.text_checks import check_storable
 
 log = structlog.get_logger(__name__)
 

@@ -12,7 +12,7 @@ from stash_common.steps import TraceStep
 from stash_labeler.chunks import Chunk
 from stash_labeler.evaluation import evaluate
 from stash_labeler.label_schema import LabelSource, StepLabel
-from stash_labeler.labeling.rules import RuleLabeler
+from stash_labeler.labeling.rule_labeler import RuleLabeler
 from stash_labeler.scoring.grading import OpenAIGrader
 from stash_labeler.traces import LabelerTrace
 

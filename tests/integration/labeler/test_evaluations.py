@@ -23,7 +23,7 @@ from stash_ingest.revisions import Announcer
 from stash_ingest.titles import derive_title
 from stash_labeler import store
 from stash_labeler.labeling.llm import OpenAILabeler
-from stash_labeler.labeling.rules import RuleLabeler
+from stash_labeler.labeling.rule_labeler import RuleLabeler
 from support.claude_code import looping_test_session
 from support.fixtures import REAL_FIXTURES
 from support.ingest import OTHER_OWNER, OWNER, import_payload, serve_ingest, stash_line

@@ -24,7 +24,7 @@ from stash_ingest.revisions import Announcer
 from stash_ingest.titles import derive_title
 from stash_labeler import store
 from stash_labeler.evaluation_worker import CLAIM_BATCH, WorkerConfig
-from stash_labeler.labeling.rules import RuleLabeler
+from stash_labeler.labeling.rule_labeler import RuleLabeler
 from support.ingest import OTHER_OWNER, OWNER, import_payload, serve_ingest, stash_line
 from support.labeler import serve_labeler
 from support.processes import free_port, wait_for_health

@@ -22,7 +22,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
-from stash_common.storable import check_storable, check_storable_json
+from stash_common.text_checks import check_storable, check_storable_json
 from stash_gateway.routes import API_PREFIX
 
 ERROR_SCHEMA = "ErrorBody"

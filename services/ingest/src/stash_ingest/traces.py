@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from stash_common.errors import InvalidArgument
-from stash_common.storable import check_storable, check_storable_json
+from stash_common.text_checks import check_storable, check_storable_json
 
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 MAX_NANOSECONDS = 2**63 - 1  # a signed 64-bit column, like OTLP's fixed64 read as signed

@@ -23,7 +23,7 @@ from stash_labeler.label_schema import LabelSource, StepLabel
 from stash_labeler.labeling.protocol import ChunkLabel, Labeler, LabelingError
 from stash_labeler.scoring.credit import CREDIT_METHOD
 from stash_labeler.scoring.grading import Grader
-from stash_labeler.scoring.rules import ChunkScore, Scores, open_chunks, score
+from stash_labeler.scoring.rule_scores import ChunkScore, Scores, open_chunks, score
 from stash_labeler.traces import LabelerTrace
 
 

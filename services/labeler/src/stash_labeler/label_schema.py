@@ -5,7 +5,7 @@ copied onto every step of that chunk as `steps[].metadata.label`. User chunks ca
 `verdict`, `verdict_target` and `sentiment`; agent chunks carry `type`, `effect`, `result`,
 `duplicate_of`, `is_output`, `outcome`, `stance` and `coverage`. Both carry `evidence` and `note`.
 
-Vocabularies (the scoring rules in `scoring/rules.py` read exactly these):
+Vocabularies (the scoring rules in `scoring/rule_scores.py` read exactly these):
 
 - intent: request (starts a new task), follow_up, correction (continue it), answer (replies to the
   agent's question), feedback (only reacts), other

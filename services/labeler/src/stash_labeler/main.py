@@ -25,7 +25,7 @@ from stash_labeler.assessments import AnthropicFastModel, FastModel
 from stash_labeler.evaluation_worker import EvaluationWorker, WorkerConfig
 from stash_labeler.ingest_client import IngestClient
 from stash_labeler.labeling.protocol import Labeler
-from stash_labeler.labeling.rules import RuleLabeler
+from stash_labeler.labeling.rule_labeler import RuleLabeler
 from stash_labeler.prm import LLMTrajectoryClassifier, ProcessModel
 from stash_labeler.scoring.grading import Grader, OpenAIGrader
 from stash_labeler.settings import LabelerSettings

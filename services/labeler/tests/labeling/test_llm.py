@@ -16,7 +16,7 @@ from stash_labeler.chunks import Chunk, cut_chunks
 from stash_labeler.label_schema import LabelSource, StepLabel
 from stash_labeler.labeling.llm import OpenAILabeler
 from stash_labeler.labeling.protocol import LabelingError
-from stash_labeler.labeling.rules import label_chunks
+from stash_labeler.labeling.rule_labeler import label_chunks
 from stash_labeler.traces import LabelerTrace
 
 # What a request may hold beyond the character budget: the transcript's header and the carried-over note.

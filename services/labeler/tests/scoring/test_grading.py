@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from stash_common.steps import TraceStep
 from stash_labeler.chunks import cut_chunks
-from stash_labeler.labeling.rules import label_chunks
+from stash_labeler.labeling.rule_labeler import label_chunks
 from stash_labeler.scoring.grading import OpenAIGrader, distribution_from_logprobs
 from stash_labeler.traces import LabelerTrace
 

@@ -13,9 +13,9 @@ from stash_common.step_messages import step_from_proto
 from stash_common.steps import TraceStep
 from stash_labeler.chunks import cut_chunks
 from stash_labeler.label_schema import StepLabel
-from stash_labeler.labeling import rules
-from stash_labeler.labeling.rules import RuleLabeler, label_chunks
-from stash_labeler.scoring.rules import Outcome, open_chunks, score
+from stash_labeler.labeling import rule_labeler
+from stash_labeler.labeling.rule_labeler import RuleLabeler, label_chunks
+from stash_labeler.scoring.rule_scores import Outcome, open_chunks, score
 from stash_labeler.traces import LabelerTrace
 
 
@@ -179,7 +179,7 @@ def test_tool_call_is_a_lookup_or_a_change(tool: str, args: dict[str, Any], kind
     assert (label.is_output, label.outcome, label.note) == (False, "none", f"tool {tool}")
 
 
-# BUG (labeling/rules.py docstring:
+# BUG (labeling/rule_labeler.py docstring:
 # "A tool call is a `change` when its tool name (or shell command) names a writing verb"):
 # these commands write files but start with a read-only command, so the rules label them lookups.
 @pytest.mark.parametrize(
@@ -229,9 +229,9 @@ def test_orphan_result_is_labelled_from_its_own_content() -> None:
     assert (label.type, label.result, label.duplicate_of) == ("lookup", "not_found", None)
 
 
-# BUG (labeling/rules.py docstring: "`result`: `error` for a result flagged as an error or with a non-zero exit code"):
-# the labeler reads traces through `ingest_client.trace_from_proto`, where a Struct turns exit_code 2 into 2.0, and
-# `isinstance(exit_code, int)` then refuses it, so a failed command is labelled `ok`.
+# BUG (labeling/rule_labeler.py docstring: "`result`: `error` for a result flagged as an error or with a non-zero
+# exit code"): the labeler reads traces through `ingest_client.trace_from_proto`, where a Struct turns exit_code 2
+# into 2.0, and `isinstance(exit_code, int)` then refuses it, so a failed command is labelled `ok`.
 def test_non_zero_exit_code_from_the_ingest_proto_is_an_error() -> None:
     message = common_pb2.Step(
         id="s2",
@@ -373,7 +373,7 @@ def test_refund_conversation_scores() -> None:
 
 
 LEXICONS = {
-    name: getattr(rules, name)
+    name: getattr(rule_labeler, name)
     for name in ("POSITIVE", "NEGATIVE", "RESERVATION", "NOT_FOUND", "FAILED", "PARTIAL", "HEDGED")
 }
 

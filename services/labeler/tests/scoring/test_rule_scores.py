@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stash_labeler.label_schema import StepLabel
-from stash_labeler.scoring.rules import Outcome, Term, open_chunks, score
+from stash_labeler.scoring.rule_scores import Outcome, Term, open_chunks, score
 
 CREDIT_LABELS = ("strongly_negative", "negative", "neutral", "positive", "strongly_positive")
 

@@ -5,7 +5,7 @@ from types import MappingProxyType
 import pytest
 
 from stash_common.errors import InvalidArgument
-from stash_common.storable import check_storable, check_storable_json
+from stash_common.text_checks import check_storable, check_storable_json
 
 
 @pytest.mark.parametrize(
