@@ -14,34 +14,24 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
 import httpx
 import orjson
 import pytest
 from fakes.llm_server import FakeLLM
-from google.protobuf.message import Message
-from google.protobuf.message_factory import GetMessageClass
 
-from stash.rm.v1 import (
-    common_pb2,
-    gepa_pb2,
-    gepa_pb2_grpc,
-    ingest_pb2,
-    ingest_pb2_grpc,
-    labeler_pb2,
-    labeler_pb2_grpc,
-    scorer_pb2,
-    scorer_pb2_grpc,
-    trainer_pb2,
-    trainer_pb2_grpc,
-)
-from stash_common.channels import open_channel
-from support.fixtures import real_fixture
 from support.ingest import stash_line
 from support.models import new_bucket, offline_training_env
-from support.otlp import otlp_document, span_dict
 from support.processes import stash_rm
 from support.reviewing import reviewer_status
+from support.rpc_walk import (
+    OWN_ROWS,
+    expected_outcomes,
+    otlp_json,
+    reviewed_trace_owner,
+    rpc_outcomes,
+    shared_trace_ids,
+    unexpected,
+)
 from support.stack import RunningStack, cluster_env, running_stack
 
 JOB_WAIT_S = 240
@@ -52,7 +42,6 @@ REVIEWER = "carol"
 # B's other reviewers, for the gRPC walk: of every source, of a source B has no trace in, and one B revoked.
 ALL_SOURCES_REVIEWER, OTHER_SOURCE_REVIEWER, REVOKED_REVIEWER = "rita", "lara", "vic"
 OTHER_SOURCE = "bob-lab"
-CLAUDE_CODE_SESSION = "claude-code/spotter-v2.1-tool-heavy.jsonl"
 
 # Path parameters that carry an owner's id, and which of B's ids each one takes.
 ID_PARAMS = {"trace_id": "trace", "annotation_id": "annotation", "model_id": "model", "run_id": "gepa_run"}
@@ -315,11 +304,6 @@ def url_of(path: str, operation: dict[str, Any], owned: Owned) -> str:
     return path
 
 
-def otlp_json() -> bytes:
-    """A one-span OTLP/JSON export request (synthetic)."""
-    return orjson.dumps(otlp_document(span_dict("00f067aa0ba902b7", 1_000)))
-
-
 def body_of(method: str, path: str, operation: dict[str, Any], owned: Owned) -> dict[str, Any]:
     """A valid request body for the operation built from B's ids, so that only ownership can refuse it."""
     bodies: dict[str, Callable[[], dict[str, Any]]] = {
@@ -463,123 +447,8 @@ def test_a_read_only_key_is_refused_on_every_write_and_changes_nothing(
     assert snapshot(bob, owned) == before
 
 
-# -- gRPC: the services' own RPCs, which trust the owner_id they are given and must scope every query by it.
-
-STUBS = {
-    "IngestService": (ingest_pb2, ingest_pb2_grpc.IngestServiceStub, "ingest"),
-    "LabelerService": (labeler_pb2, labeler_pb2_grpc.LabelerServiceStub, "labeler"),
-    "ScorerService": (scorer_pb2, scorer_pb2_grpc.ScorerServiceStub, "scorer"),
-    "TrainerService": (trainer_pb2, trainer_pb2_grpc.TrainerServiceStub, "trainer"),
-    "GepaService": (gepa_pb2, gepa_pb2_grpc.GepaServiceStub, "gepa"),
-}
-# Request fields that carry an owner's id, and which of B's ids each one takes.
-ID_FIELDS = {"trace_id": "trace", "annotation_id": "annotation", "reward_model_id": "model", "step_id": "step"}
-ID_FIELDS |= {"gepa_run_id": "gepa_run", "scoring_run_id": "scoring_run", "task_id": "task", "source_id": "source"}
-# B's job ids are never shown, not even to B: its model's id stands in, which names no job of A's either.
-# Every one of B's traces: a model needs at least two, and a lone trace would be refused for its count.
-ID_FIELDS |= {"trace_ids": "traces", "job_id": "model"}
-# B's reviewer, and B as the owner of traces shared with A (B shares nothing with A).
-ID_FIELDS |= {"reviewer_id": "reviewer_id", "trace_owner_id": "user_id", "source_ids": "source"}
-# RPCs that answer A with A's own rows: lists and batch reads filter by owner, names are per owner.
-OWN_ROWS = {
-    "IngestService/ImportTraces": "adds A's own trace under that source id",
-    "IngestService/IngestOtlpSpans": "adds A's own spans under that source id",
-    "IngestService/UploadTranscript": "adds A's own trace under that source id",
-    "IngestService/ListTraces": "a filter: B's ids match none of A's traces",
-    "IngestService/PutReviewGrant": "A shares A's own traces with B's reviewer",
-    "IngestService/ListReviewGrants": "the grants A gave",
-    "IngestService/DeleteReviewGrant": "revokes A's own grant to B's reviewer",
-    "IngestService/ListTraceSources": "A's own sources",
-    "IngestService/RenameTraceSource": "names are per owner: A names its own source of that id",
-    "IngestService/ExportTraces": "a filter over A's traces",
-    "IngestService/ExportAnnotations": "a filter over A's annotations",
-    "IngestService/ListTraceRevisions": "A's own revisions",
-    "IngestService/BatchGetTraceRevisions": "a batch read: B's traces are answered not found, naming nothing of B's",
-    "IngestService/StreamOwnerRows": "A's own rows",
-    "IngestService/GetOwnerVersion": "A's own version counter",
-    "LabelerService/AnnounceTraceRevisions": "skips B's traces (they have evaluations of B): queues nothing",
-    "LabelerService/GetTraceEvaluation": "answers no evaluation for an id A has none for",
-    "LabelerService/BatchGetEvaluationSummaries": "a batch read keyed by A's traces",
-    "LabelerService/ListProcessPatterns": "a filter over A's patterns",
-    "LabelerService/RecordTrajectoryEvents": "task ids are per owner: A records its own task of that name",
-    "LabelerService/GetCourseCorrection": "task ids are per owner: A's own task of that name",
-    "LabelerService/StreamOwnerRows": "A's own rows",
-    "LabelerService/GetOwnerVersion": "A's own version counter",
-    "ScorerService/ListTraceScores": "a filter over A's scores",
-    "ScorerService/ListActionScores": "a filter over A's scores",
-    "ScorerService/ListScoringRuns": "a filter over A's runs",
-    "ScorerService/BatchGetLatestScores": "a batch read keyed by A's traces",
-    "ScorerService/GetEvaluatorScores": "the shared evaluator's scores of A's trace of that id: none",
-    "ScorerService/BatchGetEvaluatorScores": "a batch read keyed by A's traces",
-    "ScorerService/StreamOwnerRows": "A's own rows",
-    "ScorerService/GetOwnerVersion": "A's own version counter",
-    "ScorerService/ForgetRewardModel": "forgets A's own scores of a model of that id: there are none",
-    "TrainerService/ListRewardModels": "A's own models",
-    "GepaService/ListGepaRuns": "A's own runs",
-}
-NOT_OWNER_SCOPED_RPCS = {
-    "IngestService/ListFormats": "the same formats for everyone",
-    "GepaService/GetGepaDefaults": "the same default models for everyone",
-    "ScorerService/PublishEvaluatorRelease": "one release for every account (sent by the trainer)",
-}
-# What a request needs besides ids to pass validation, so that only ownership can refuse it.
-EXTRA_FIELDS: dict[str, Callable[[Owned], dict[str, Any]]] = {
-    "IngestService/ImportTraces": lambda _: {"format": "stash", "data": stash_line("rpc").encode()},
-    "IngestService/IngestOtlpSpans": lambda _: {"export_trace_service_request_json": otlp_json()},
-    "IngestService/UploadTranscript": lambda _: {"agent": "auto", "data": real_fixture(CLAUDE_CODE_SESSION)},
-    "IngestService/RenameTraceSource": lambda _: {"name": "A's name"},
-    "IngestService/CreateAnnotation": lambda _: {"rating": 1},
-    "IngestService/UpdateAnnotation": lambda _: {"comment": "changed", "update_mask": {"paths": ["comment"]}},
-    "IngestService/GetTraceRevision": lambda _: {"revision": 1},
-    "IngestService/BatchGetTraceRevisions": lambda owned: {"wanted": [{"trace_id": owned.trace, "revision": 1}]},
-    "IngestService/ListTraceRevisions": lambda _: {"limit": 100},
-    # A revision of B's trace not evaluated yet: queued for A, it would find no trace and forget B's labels.
-    "LabelerService/AnnounceTraceRevision": lambda _: {"revision": 2},
-    "LabelerService/AnnounceTraceRevisions": lambda owned: {"revisions": [{"trace_id": owned.trace, "revision": 2}]},
-    "LabelerService/RecordTrajectoryEvents": lambda _: {"events": [{"action": "read"}]},
-    "LabelerService/SummarizeSections": lambda owned: {
-        "ranges": [{"first_step_id": owned.step, "last_step_id": owned.step}]
-    },
-    "TrainerService/CreateRewardModel": lambda _: {"name": "theirs"},
-    "TrainerService/CompleteJob": lambda _: {"status": common_pb2.JOB_STATUS_FAILED, "error": "stopped"},
-    "ScorerService/ReportScoringResult": lambda _: {"status": common_pb2.JOB_STATUS_SUCCEEDED, "trace_revision": 1},
-    "ScorerService/PublishTrainingScores": lambda _: {"job_key": "jobs/trainer/no-such-job"},
-}
-
-
-def rpc_methods() -> Iterator[tuple[str, Any]]:
-    """("Service/Method", method descriptor) for every RPC of the five services."""
-    for service, (module, _stub, _address) in STUBS.items():
-        for method in module.DESCRIPTOR.services_by_name[service].methods:
-            yield f"{service}/{method.name}", method
-
-
-def rpc_request(name: str, method: Any, owner_id: str, owned: Owned) -> Message:
-    """The RPC's request as owner A, every id field filled with B's id."""
-    fields: dict[str, Any] = {"owner_id": owner_id}
-    for field in method.input_type.fields:
-        if field.name.endswith(("_id", "_ids")) and field.name != "owner_id":
-            assert field.name in ID_FIELDS, f"{name}.{field.name}: add it to ID_FIELDS with the id of B it takes"
-            value = getattr(owned, ID_FIELDS[field.name])
-            fields[field.name] = [value] if field.is_repeated and isinstance(value, str) else value
-    extra = EXTRA_FIELDS[name](owned) if name in EXTRA_FIELDS else {}
-    return GetMessageClass(method.input_type)(**fields, **extra)
-
-
-def invoke(stack: RunningStack, name: str, method: Any, request: Message) -> Any:
-    """Call the RPC on the running service; a streaming answer is read to its end."""
-    service, rpc = name.split("/")
-    _module, stub_class, address = STUBS[service]
-    channel = open_channel(stack.env[f"STASH_{address.upper()}_ADDRESS"])
-    try:
-        answer = getattr(stub_class(channel), rpc)(request, timeout=30)
-        return list(answer) if method.server_streaming else answer
-    finally:
-        channel.close()
-
-
-def b_s_ids(owned: Owned) -> list[str]:
-    return [owned.user_id, *owned.traces, owned.step, owned.annotation, owned.model, owned.scoring_run]
+# -- gRPC: the services' own RPCs, which trust the owner_id they are given and must scope every query by it
+# (the walk itself is tests/support/rpc_walk.py, shared with the reviewer walk on both profiles).
 
 
 def test_every_owner_scoped_rpc_as_another_owner_is_not_found_or_sees_only_its_own_rows(
@@ -587,24 +456,11 @@ def test_every_owner_scoped_rpc_as_another_owner_is_not_found_or_sees_only_its_o
 ) -> None:
     owner_a = _ok(alice.get("/me"))["user_id"]
     outcomes = rpc_outcomes(stack, owner_a, owned)
-    wrong = unexpected(outcomes, {name: expected_outcome(name) for name in outcomes})
+    wrong = unexpected(outcomes, expected_outcomes(outcomes, sees_trace=False))
     assert not wrong, f"LEAK? RPCs as A on B's ids: {wrong}"
     assert len(outcomes) - len(OWN_ROWS) >= 25, sorted(outcomes)
 
     assert snapshot(bob, owned) == before
-
-
-# What a reviewer of B's trace gets that a stranger does not, at the RPC level, where the caller's owner_id is
-# the reviewer's own id: ingest alone decides reviewer access, and every other service finds nothing of B's.
-READ_AS_REVIEWER = {
-    "IngestService/GetTrace": "B's rows",
-    "IngestService/AuthorizeTrace": "B's rows",
-    "IngestService/CreateAnnotation": "B's rows",
-    "IngestService/BatchGetTraces": "PERMISSION_DENIED",
-    "IngestService/DeleteTrace": "PERMISSION_DENIED",
-    "IngestService/UpdateAnnotation": "PERMISSION_DENIED",
-    "IngestService/DeleteAnnotation": "PERMISSION_DENIED",
-}
 
 
 @pytest.mark.parametrize("role", ["all sources", "other source", "revoked"])
@@ -616,56 +472,13 @@ def test_every_owner_scoped_rpc_as_b_s_reviewer_reads_and_annotates_at_most(
     reviewer_id = owned.reviewers_by_role[role]
     sees_trace = role == "all sources"
     outcomes = rpc_outcomes(stack, reviewer_id, owned)
-    expected = {name: expected_outcome(name) for name in outcomes}
-    wrong = unexpected(outcomes, expected | (READ_AS_REVIEWER if sees_trace else {}))
+    wrong = unexpected(outcomes, expected_outcomes(outcomes, sees_trace))
     assert not wrong, f"LEAK? RPCs as B's reviewer ({role}) on B's ids: {wrong}"
-
-    authorize = ingest_pb2.AuthorizeTraceRequest(owner_id=reviewer_id, trace_id=owned.trace)
     if sees_trace:
-        access = invoke(stack, "IngestService/AuthorizeTrace", AUTHORIZE, authorize)
-        assert (access.trace_owner_id, access.reviewer) == (owned.user_id, True)
-    shared = ingest_pb2.ListTracesRequest(owner_id=reviewer_id, shared_with_me=True, trace_owner_id=owned.user_id)
-    listed = invoke(stack, "IngestService/ListTraces", LIST_TRACES, shared)
-    assert sorted(trace.id for trace in listed.traces) == (sorted(owned.traces) if sees_trace else [])
+        assert reviewed_trace_owner(stack, reviewer_id, owned.trace) == (owned.user_id, True)
+    assert shared_trace_ids(stack, reviewer_id, owned.user_id) == (sorted(owned.traces) if sees_trace else [])
 
     for annotation in _ok(bob.get(f"/traces/{owned.trace}"))["annotations"]:
         if annotation["author_id"] == reviewer_id:
             _ok(bob.delete(f"/annotations/{annotation['id']}"), 204)
     assert snapshot(bob, owned) == before
-
-
-INGEST_METHODS = ingest_pb2.DESCRIPTOR.services_by_name["IngestService"].methods_by_name
-AUTHORIZE, LIST_TRACES = INGEST_METHODS["AuthorizeTrace"], INGEST_METHODS["ListTraces"]
-
-
-def rpc_outcomes(stack: RunningStack, owner_id: str, owned: Owned) -> dict[str, str]:
-    """The outcome of every owner-scoped RPC called as `owner_id` on B's ids."""
-    return {
-        name: rpc_outcome(stack, name, method, rpc_request(name, method, owner_id, owned), owned)
-        for name, method in rpc_methods()
-        if name not in NOT_OWNER_SCOPED_RPCS
-    }
-
-
-def unexpected(outcomes: dict[str, str], expected: dict[str, str]) -> dict[str, str]:
-    """The outcomes whose kind (before any `:` with details) is not the expected one."""
-    return {name: outcome for name, outcome in outcomes.items() if outcome.split(":")[0] != expected[name]}
-
-
-def expected_outcome(name: str) -> str:
-    """Lists, filters and per-owner names answer A with A's own rows; everything else finds nothing."""
-    return "own rows" if name in OWN_ROWS else "NOT_FOUND"
-
-
-def rpc_outcome(stack: RunningStack, name: str, method: Any, request: Message, owned: Owned) -> str:
-    """`NOT_FOUND`, `PERMISSION_DENIED`, another status code with its details, `own rows`, or `B's rows` with
-    which of B's ids the answer showed."""
-    try:
-        answer = invoke(stack, name, method, request)
-    except grpc.RpcError as error:
-        if error.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED):
-            return f"{error.code().name}: {error.details()}"
-        return f"{error.code()}: {error.details()}"
-    shown = "".join(map(str, answer)) if method.server_streaming else str(answer)
-    leaked = [value for value in b_s_ids(owned) if value in shown]
-    return f"B's rows: {leaked}" if leaked else "own rows"

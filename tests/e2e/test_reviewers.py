@@ -1,14 +1,17 @@
-"""Reviewers end to end on the embedded stack: an owner shares traces, reviewers read and annotate them.
+"""Reviewers end to end on both profiles: an owner shares traces, reviewers read and annotate them.
 
-Every route of the OpenAPI document that takes an id is walked with the owner's ids as a reviewer of every
-source, a reviewer of the trace's source, a reviewer of another source only, a revoked reviewer and a stranger:
-what a caller may see but not change answers 403 with the reason, what they may not see 404, and the owner's
-data is unchanged afterwards. The routes come from the running gateway, so a new one fails here until it has
-an expectation.
+Every route of the OpenAPI document that takes an id, and every id-bearing RPC of the services, is walked with
+the owner's ids as a reviewer of every source, a reviewer of the trace's source, a reviewer of another source
+only, a revoked reviewer and a stranger: what a caller may see but not change answers 403 (PERMISSION_DENIED)
+with the reason, what they may not see 404 (NOT_FOUND), and the owner's data is unchanged afterwards. The
+routes come from the running gateway and the RPCs from the protos, so a new one fails here until it has an
+expectation. The embedded profile is the session's shared stack (users named `<name>-reviewers`); the cluster
+profile is one stack of this module's own.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +23,23 @@ import pytest
 from support.ingest import stash_line
 from support.processes import stash_rm
 from support.reviewing import reviewer_status
-from support.stack import RunningStack, running_stack
+from support.rpc_walk import (
+    expected_outcomes,
+    reviewed_trace_owner,
+    rpc_outcomes,
+    shared_trace_ids,
+    unexpected,
+)
+from support.stack import RunningStack, cluster_env, running_stack
 
 SHOP, LAB = "shop", "lab"
+TASK = "olivia-task"
+# This module trains no model (that takes minutes), so the owner has no scoring or GEPA run: RPCs taking one
+# get an id of nobody's. test_isolation.py walks them with real ones on the cluster profile.
+NO_RUN = "no-run-of-anyone"
+EVALUATION_WAIT_S = 30
+ROLES = ["rita", "sam", "lara", "vic", "stranger"]
+ROLE_IDS = ["reviewer of every source", "reviewer of the source", "reviewer of another source", "revoked", "stranger"]
 # Routes whose path names the caller's own things (a task id the agent chose, a user to share with).
 OWN_NAMESPACE = ("/api/v1/rm/trajectories/", "/api/v1/rm/reviewers/")
 NOT_OWNER_SCOPED = ("/api/v1/admin/", "/api/v1/rm/artifacts/")
@@ -30,27 +47,48 @@ NOT_OWNER_SCOPED = ("/api/v1/admin/", "/api/v1/rm/artifacts/")
 
 @dataclass(frozen=True)
 class Shared:
-    """The owner's things, by id."""
+    """The owner's things, by id (what `support.rpc_walk` fills requests with), and the user ids by name.
+    `reviewer_id` is quinn's, a reviewer of the lab who walks nothing: a walker sharing with itself is refused."""
 
-    owner_id: str
+    user_id: str
     trace: str
     lab_trace: str
     step: str
     annotation: str
     model: str
     key: str
+    reviewer_id: str
+    user_ids: dict[str, str]
+    scoring_run: str = NO_RUN
+    gepa_run: str = NO_RUN
+    task: str = TASK
+    source: str = SHOP
+
+    @property
+    def traces(self) -> list[str]:
+        return [self.trace, self.lab_trace]
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    with running_stack(tmp_path_factory.mktemp("reviewers")) as running:
+@pytest.fixture(scope="module", params=["embedded", "cluster"])
+def stack(request: pytest.FixtureRequest, embedded_stack: RunningStack) -> Iterator[RunningStack]:
+    """The session's embedded stack as this module's, or a cluster-profile stack of its own."""
+    if request.param == "embedded":
+        yield embedded_stack.for_module("reviewers")
+        return
+    env = cluster_env(request.getfixturevalue("module_postgres_url"), request.getfixturevalue("module_redis_url"))
+    with running_stack(request.getfixturevalue("tmp_path_factory").mktemp("reviewers"), **env) as running:
         yield running
+
+
+def user(stack: RunningStack, name: str) -> str:
+    """A user's name on the stack (the embedded stack's users carry this module's suffix)."""
+    return f"{name}{stack.user_suffix}"
 
 
 @pytest.fixture(scope="module")
 def users(stack: RunningStack) -> Iterator[dict[str, httpx.Client]]:
     """The owner, reviewers of every source, of the shop, of the lab, one revoked, and a stranger."""
-    names = ("olivia", "rita", "sam", "lara", "vic", "stranger")
+    names = ("olivia", *ROLES)
     clients = {name: stack.client(stack.create_user(name)) for name in names}
     yield clients
     for client in clients.values():
@@ -68,7 +106,7 @@ def _import(client: httpx.Client, external_id: str, source_id: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def shared(users: dict[str, httpx.Client]) -> Shared:
+def shared(stack: RunningStack, users: dict[str, httpx.Client]) -> Shared:
     owner = users["olivia"]
     trace, lab_trace = _import(owner, "shop-1", SHOP), _import(owner, "lab-1", LAB)
     step = _ok(owner.get(f"/traces/{trace}"))["steps"][2]["id"]
@@ -77,19 +115,23 @@ def shared(users: dict[str, httpx.Client]) -> Shared:
     # A model that fails at once (no such base model): its id is real, and no CPU goes to training.
     body = {"name": "olivia's", "trace_ids": [trace, lab_trace], "base_model": "/no/such/model"}
     model = _ok(owner.post("/reward-models", json=body))["id"]
-    _ok(owner.put("/reviewers/rita", json={"source_ids": None}), 201)
-    _ok(owner.put("/reviewers/sam", json={"source_ids": [SHOP]}), 201)
-    _ok(owner.put("/reviewers/lara", json={"source_ids": [LAB]}), 201)
-    _ok(owner.put("/reviewers/vic", json={}), 201)
-    _ok(owner.delete("/reviewers/vic"), 204)
+    _ok(owner.post(f"/trajectories/{TASK}/events", json={"events": [{"action": "edit", "target_files": ["a.py"]}]}))
+    for name, source_ids in (("rita", None), ("sam", [SHOP]), ("lara", [LAB]), ("vic", None)):
+        _ok(owner.put(f"/reviewers/{user(stack, name)}", json={"source_ids": source_ids}), 201)
+    _ok(owner.delete(f"/reviewers/{user(stack, 'vic')}"), 204)
+    stack.create_user("quinn")
+    quinn = _ok(owner.put(f"/reviewers/{user(stack, 'quinn')}", json={"source_ids": [LAB]}), 201)["reviewer_id"]
+    user_ids = {name: _ok(client.get("/me"))["user_id"] for name, client in users.items()}
     return Shared(
-        owner_id=_ok(owner.get("/me"))["user_id"],
+        user_id=user_ids["olivia"],
         trace=trace,
         lab_trace=lab_trace,
         step=step,
         annotation=annotation["id"],
         model=model,
         key=_ok(owner.get("/keys"))[0]["id"],
+        reviewer_id=quinn,
+        user_ids=user_ids,
     )
 
 
@@ -101,9 +143,9 @@ def snapshot(owner: httpx.Client, shared: Shared) -> dict[str, Any]:
     return found
 
 
-def _id_for(name: str, shared: Shared) -> str:
+def _id_for(name: str, stack: RunningStack, shared: Shared) -> str:
     ids = {"trace_id": shared.trace, "annotation_id": shared.annotation, "model_id": shared.model}
-    ids |= {"run_id": "no-run-of-anyone", "key_id": shared.key, "task_id": "task", "reviewer": "olivia"}
+    ids |= {"run_id": NO_RUN, "key_id": shared.key, "task_id": TASK, "reviewer": user(stack, "olivia")}
     return ids[name]
 
 
@@ -140,7 +182,7 @@ def walk(client: httpx.Client, stack: RunningStack, shared: Shared) -> dict[str,
     for method, path, params in id_routes(stack):
         url = path
         for name in params:
-            url = url.replace(f"{{{name}}}", _id_for(name, shared))
+            url = url.replace(f"{{{name}}}", _id_for(name, stack, shared))
         response = client.request(
             method, client.base_url.copy_with(raw_path=url.encode()), **_body(method, path, shared)
         )
@@ -174,7 +216,7 @@ def _outcomes(statuses: dict[str, int]) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("who", "visible"),
     [("rita", True), ("sam", True), ("lara", False), ("vic", False), ("stranger", False)],
-    ids=["reviewer of every source", "reviewer of the source", "reviewer of another source", "revoked", "stranger"],
+    ids=ROLE_IDS,
 )
 def test_every_id_route_as_each_role_is_what_the_role_allows_and_changes_nothing(
     stack: RunningStack, users: dict[str, httpx.Client], shared: Shared, who: str, visible: bool
@@ -188,37 +230,40 @@ def test_every_id_route_as_each_role_is_what_the_role_allows_and_changes_nothing
     assert snapshot(users["olivia"], shared) == before
 
 
-def test_the_owner_lists_changes_and_revokes_grants(users: dict[str, httpx.Client], shared: Shared) -> None:
-    owner = users["olivia"]
+def test_the_owner_lists_changes_and_revokes_grants(
+    stack: RunningStack, users: dict[str, httpx.Client], shared: Shared
+) -> None:
+    owner, lara = users["olivia"], user(stack, "lara")
     grants = {grant["reviewer_name"]: grant for grant in _ok(owner.get("/reviewers"))}
 
     assert {name: (g["all_sources"], g["source_ids"]) for name, g in grants.items()} == {
-        "rita": (True, []),
-        "sam": (False, [SHOP]),
-        "lara": (False, [LAB]),
+        user(stack, "rita"): (True, []),
+        user(stack, "sam"): (False, [SHOP]),
+        lara: (False, [LAB]),
+        user(stack, "quinn"): (False, [LAB]),
     }
-    assert _ok(owner.put("/reviewers/lara", json={"source_ids": [LAB, SHOP]}))["source_ids"] == [LAB, SHOP]
+    assert _ok(owner.put(f"/reviewers/{lara}", json={"source_ids": [LAB, SHOP]}))["source_ids"] == [LAB, SHOP]
     assert _ok(users["lara"].get(f"/traces/{shared.trace}"))["id"] == shared.trace
-    _ok(owner.put("/reviewers/lara", json={"source_ids": [LAB]}))
+    _ok(owner.put(f"/reviewers/{lara}", json={"source_ids": [LAB]}))
     assert users["lara"].get(f"/traces/{shared.trace}").status_code == 404
     unknown = owner.put("/reviewers/nobody", json={})
     assert unknown.status_code == 404 and "nobody" in unknown.text
-    itself = owner.put("/reviewers/olivia", json={})
+    itself = owner.put(f"/reviewers/{user(stack, 'olivia')}", json={})
     assert itself.status_code == 422 and "another user" in itself.text
     refused = users["rita"].get("/reviewers")
     assert _ok(refused) == []
 
 
 def test_the_shared_list_has_the_owner_filters_paging_and_sorting(
-    users: dict[str, httpx.Client], shared: Shared
+    stack: RunningStack, users: dict[str, httpx.Client], shared: Shared
 ) -> None:
-    reviewer = users["rita"]
+    reviewer, olivia = users["rita"], user(stack, "olivia")
 
     listed = _ok(reviewer.get("/shared/traces"))
     assert listed["total"] == 2
     assert {(t["id"], t["owner_name"], t["source_name"]) for t in listed["traces"]} == {
-        (shared.trace, "olivia", "Olivia's shop"),
-        (shared.lab_trace, "olivia", LAB),
+        (shared.trace, olivia, "Olivia's shop"),
+        (shared.lab_trace, olivia, LAB),
     }
     assert all(trace["latest_score"] is None for trace in listed["traces"])
     assert [t["id"] for t in _ok(reviewer.get("/shared/traces", params={"source_id": SHOP}))["traces"]] == [
@@ -231,14 +276,15 @@ def test_the_shared_list_has_the_owner_filters_paging_and_sorting(
     assert _ok(users["sam"].get("/shared/traces"))["total"] == 1
     assert _ok(users["vic"].get("/shared/traces"))["total"] == 0
     owners = _ok(reviewer.get("/shared/owners"))
-    assert [(o["owner_name"], o["all_sources"]) for o in owners] == [("olivia", True)]
+    assert [(o["owner_name"], o["all_sources"]) for o in owners] == [(olivia, True)]
     assert _ok(reviewer.get("/traces"))["total"] == 0
 
 
 def test_a_reviewer_annotates_and_the_owner_sees_and_exports_the_author(
-    users: dict[str, httpx.Client], shared: Shared
+    stack: RunningStack, users: dict[str, httpx.Client], shared: Shared
 ) -> None:
     reviewer, owner = users["sam"], users["olivia"]
+    sam, olivia = user(stack, "sam"), user(stack, "olivia")
     quote = {"text": "refund", "prefix": "", "suffix": ""}
     step = next(s for s in _ok(reviewer.get(f"/traces/{shared.trace}"))["steps"] if "refund" in s["content"])
     mine = _ok(
@@ -254,14 +300,14 @@ def test_a_reviewer_annotates_and_the_owner_sees_and_exports_the_author(
     )
     detail = _ok(reviewer.get(f"/traces/{shared.trace}"))
 
-    assert (mine["author_name"], edited["comment"]) == ("sam", "no refund policy check")
-    assert (flagged["label_error"], flagged["author_name"]) == (True, "olivia")
+    assert (mine["author_name"], edited["comment"]) == (sam, "no refund policy check")
+    assert (flagged["label_error"], flagged["author_name"]) == (True, olivia)
     assert detail["reviewing"] is True and detail["scores"] == [] and detail["source_name"] == "Olivia's shop"
-    assert {a["author_name"] for a in detail["annotations"]} == {"olivia", "sam"}
+    assert {a["author_name"] for a in detail["annotations"]} == {olivia, sam}
     exported = [orjson.loads(line) for line in owner.get("/export/annotations").text.splitlines()]
     by_author = {line["author_name"]: line for line in exported}
-    assert by_author["sam"]["author_id"] == _ok(reviewer.get("/me"))["user_id"]
-    assert by_author["sam"]["comment"] == "no refund policy check"
+    assert by_author[sam]["author_id"] == shared.user_ids["sam"]
+    assert by_author[sam]["comment"] == "no refund policy check"
     assert reviewer.get("/export/annotations").text == ""
     query = _ok(reviewer.post("/query", json={"sql": "SELECT count(*) AS n FROM annotations"}))
     assert query["rows"] == [["0"]]  # bigint counts travel as strings
@@ -297,15 +343,63 @@ def test_a_trace_names_only_the_callers_own_models_trained_on_it(
 
 
 def test_the_cli_adds_lists_and_removes_reviewers(stack: RunningStack, users: dict[str, httpx.Client]) -> None:
-    key = stack.create_user("cli-owner")
+    key, rita = stack.create_user("cli-owner"), user(stack, "rita")
     env = {**stack.env, "STASH_API_KEY": key}
 
-    added = stash_rm("reviewers", "add", "rita", "--source", SHOP, "--source", LAB, env=env)
+    added = stash_rm("reviewers", "add", rita, "--source", SHOP, "--source", LAB, env=env)
     listed = stash_rm("reviewers", "list", env=env)
-    removed = stash_rm("reviewers", "remove", "rita", env=env)
-    again = stash_rm("reviewers", "remove", "rita", env=env)
+    removed = stash_rm("reviewers", "remove", rita, env=env)
+    again = stash_rm("reviewers", "remove", rita, env=env)
 
-    assert added.returncode == 0 and "rita now reviews lab, shop" in added.stdout, added.stderr
-    assert listed.returncode == 0 and "rita" in listed.stdout and "lab, shop" in listed.stdout
+    assert added.returncode == 0 and f"{rita} now reviews lab, shop" in added.stdout, added.stderr
+    assert listed.returncode == 0 and rita in listed.stdout and "lab, shop" in listed.stdout
     assert removed.returncode == 0 and "no longer reviews" in removed.stdout
     assert again.returncode == 1 and "HTTP 404" in again.stderr
+
+
+# What each role may read of the owner's two traces (the shop's and the lab's).
+SEES = {"rita": ("trace", "lab_trace"), "sam": ("trace",), "lara": ("lab_trace",), "vic": (), "stranger": ()}
+
+
+@pytest.mark.parametrize("who", ROLES, ids=ROLE_IDS)
+def test_every_id_bearing_rpc_as_each_role_finds_at_most_what_ingest_shares(
+    stack: RunningStack, users: dict[str, httpx.Client], shared: Shared, who: str
+) -> None:
+    """The services' RPCs called with the role's own id as owner_id (what the gateway passes for the caller) on
+    the owner's ids: ingest applies the grant (reads and annotating for a reviewer of the trace, the owner's
+    actions refused with the reason), and the labeler, scorer, trainer and GEPA find nothing of the owner's."""
+    before = snapshot(users["olivia"], shared)
+    caller_id, sees_trace = shared.user_ids[who], "trace" in SEES[who]
+
+    outcomes = rpc_outcomes(stack, caller_id, shared)
+
+    wrong = unexpected(outcomes, expected_outcomes(outcomes, sees_trace))
+    assert not wrong, f"LEAK? RPCs as {who} on the owner's ids: {wrong}"
+    assert shared_trace_ids(stack, caller_id, shared.user_id) == sorted(getattr(shared, t) for t in SEES[who])
+    if sees_trace:
+        assert reviewed_trace_owner(stack, caller_id, shared.trace) == (shared.user_id, True)
+    for annotation in _ok(users["olivia"].get(f"/traces/{shared.trace}"))["annotations"]:
+        if annotation["author_id"] == caller_id:
+            _ok(users["olivia"].delete(f"/annotations/{annotation['id']}"), 204)
+    assert snapshot(users["olivia"], shared) == before
+
+
+def test_the_gateway_reads_a_shared_trace_for_its_owner(users: dict[str, httpx.Client], shared: Shared) -> None:
+    """The labeler finds nothing for a reviewer's id (the RPC walk), yet a reviewer's REST reads show the owner's
+    evaluation and sections: the gateway passes the owner's id, from ingest's decision, to the other services."""
+    owner, reviewer = users["olivia"], users["sam"]
+    evaluation = _evaluated(owner, shared.trace)
+
+    assert _ok(reviewer.get(f"/traces/{shared.trace}"))["evaluation"] == evaluation
+    sections = f"/traces/{shared.trace}/sections"
+    assert _ok(reviewer.get(sections)) == _ok(owner.get(sections))
+
+
+def _evaluated(client: httpx.Client, trace_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + EVALUATION_WAIT_S
+    while time.monotonic() < deadline:
+        evaluation = _ok(client.get(f"/traces/{trace_id}"))["evaluation"]
+        if evaluation and evaluation["status"] == "succeeded":
+            return dict(evaluation)
+        time.sleep(0.2)
+    raise TimeoutError(f"trace {trace_id} was not evaluated within {EVALUATION_WAIT_S}s")
