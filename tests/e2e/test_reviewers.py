@@ -277,6 +277,12 @@ def test_the_shared_list_has_the_owner_filters_paging_and_sorting(
     assert _ok(users["vic"].get("/shared/traces"))["total"] == 0
     owners = _ok(reviewer.get("/shared/owners"))
     assert [(o["owner_name"], o["all_sources"]) for o in owners] == [(olivia, True)]
+    sources = [
+        (s["owner_name"], s["source_id"], s["name"], s["trace_count"]) for s in _ok(reviewer.get("/shared/sources"))
+    ]
+    assert sources == [(olivia, LAB, LAB, 1), (olivia, SHOP, "Olivia's shop", 1)]
+    assert [s["source_id"] for s in _ok(users["sam"].get("/shared/sources"))] == [SHOP]
+    assert _ok(users["vic"].get("/shared/sources")) == _ok(users["stranger"].get("/shared/sources")) == []
     assert _ok(reviewer.get("/traces"))["total"] == 0
 
 

@@ -1,5 +1,6 @@
 """Reviewers in the browser: the owner shares traces on the Reviewers page, the reviewer finds them under
-Shared with me, annotates one, and sees the owner's controls disabled with the reason as their tooltip."""
+Shared with me (filtered by the owner's sources, under the owner's names), annotates one, and sees the owner's
+controls disabled with the reason as their tooltip."""
 
 from __future__ import annotations
 
@@ -98,6 +99,10 @@ def test_the_reviewer_finds_annotates_and_sees_why_owner_controls_are_disabled(
     expect(owners_note.get_by_role("button", name="Edit")).to_have_attribute(
         "title", f"Written by {owner_name}: only its author can edit it."
     )
+    expect(owners_note.get_by_role("button", name="Delete")).to_be_disabled()
+    expect(owners_note.get_by_role("button", name="Delete")).to_have_attribute(
+        "title", f"Written by {owner_name}: only its author can delete it."
+    )
     expect(owners_note.get_by_role("button", name="Flag label error")).to_be_enabled()
 
     page.click("#comment-trace")
@@ -123,3 +128,24 @@ def test_the_owner_sees_the_reviewer_s_note_with_its_author(
     expect(theirs.get_by_role("button", name="Edit")).to_be_disabled()
     expect(theirs.get_by_role("button", name="Delete")).to_be_enabled()
     expect(page.locator("#reviewing-notice")).to_have_count(0)
+
+
+def test_the_reviewer_filters_the_shared_list_by_the_owner_s_named_sources(
+    page: Page, owner: httpx.Client, reviewer_key: str, owner_name: str, reviewer_name: str, shared_trace: str
+) -> None:
+    assert owner.put(f"/reviewers/{reviewer_name}", json={"source_ids": None}).status_code == 200
+    assert owner.put("/trace-sources", json={"source_id": "shop", "name": "Olivia's shop"}).status_code == 200
+    sign_in(page, reviewer_key)
+    page.goto("/shared")
+    rows = page.locator("#shared-table tbody tr")
+    expect(rows).to_have_count(2)
+
+    page.select_option("#shared-source", label=f"Olivia's shop ({owner_name}, 1)")
+
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-trace-id", shared_trace)
+    expect(rows.first).to_contain_text("Olivia's shop")
+    expect(page.locator("#shared-owner option:checked")).to_contain_text(owner_name)
+    screenshot(page, "reviewers-shared-source-filter")
+    page.select_option("#shared-source", label="All sources")
+    expect(rows).to_have_count(2)

@@ -109,6 +109,26 @@ def test_shared_lists_filter_by_owner_and_source_like_the_own_list(ingest: Any, 
     assert unshared.page_info.total == 0
 
 
+def _shared_sources(stub: Any, reviewer: str = REVIEWER) -> list[tuple[str, str, str, int]]:
+    request = ingest_pb2.ListTraceSourcesRequest(owner_id=reviewer, shared_with_me=True)
+    sources = stub.ListTraceSources(request, timeout=30).sources
+    return [(source.owner_id, source.source_id, source.name, source.trace_count) for source in sources]
+
+
+def test_shared_sources_are_the_granted_ones_with_each_owner_s_names(ingest: Any, traces: dict[str, str]) -> None:
+    rename = ingest_pb2.RenameTraceSourceRequest(owner_id=OWNER, source_id="shop", name="The shop")
+    ingest.RenameTraceSource(rename, timeout=30)
+    _grant(ingest, "shop", "never-used")
+    _grant(ingest, owner=OTHER_OWNER)
+
+    assert _shared_sources(ingest) == sorted([(OWNER, "shop", "The shop", 1), (OTHER_OWNER, "shop", "shop", 1)])
+    assert _shared_sources(ingest, reviewer="stranger") == []
+    own = ingest.ListTraceSources(ingest_pb2.ListTraceSourcesRequest(owner_id=REVIEWER), timeout=30)
+    assert list(own.sources) == []
+    ingest.DeleteReviewGrant(ingest_pb2.DeleteReviewGrantRequest(owner_id=OWNER, reviewer_id=REVIEWER), timeout=30)
+    assert _shared_sources(ingest) == [(OTHER_OWNER, "shop", "shop", 1)]
+
+
 def test_a_reviewer_reads_and_annotates_but_cannot_delete_or_use_the_trace(ingest: Any, traces: dict[str, str]) -> None:
     _grant(ingest, "shop")
     trace_id = traces["shop"]

@@ -289,16 +289,12 @@ class IngestServicer(OwnerRowsServicer, ingest_pb2_grpc.IngestServiceServicer):
     def ListTraceSources(
         self, request: ingest_pb2.ListTraceSourcesRequest, context: grpc.ServicerContext
     ) -> ingest_pb2.ListTraceSourcesResponse:
-        """The owner's source ids with display names and trace counts."""
+        """The owner's source ids with display names and trace counts; `shared_with_me`: the sources of the traces
+        shared with the caller, under their owners' names, counting only what the caller may read."""
         owner_id = owner_of(request)
+        listed = _shared_sources if request.shared_with_me else _own_sources
         with transaction(self.sessions) as session:
-            counts = store.source_counts(session, owner_id)
-            names = store.source_names(session, owner_id)
-        sources = [
-            _source(owner_id, source_id, names.get(source_id, source_id), counts.get(source_id, 0))
-            for source_id in sorted(set(counts) | set(names))
-        ]
-        return ingest_pb2.ListTraceSourcesResponse(sources=sources)
+            return ingest_pb2.ListTraceSourcesResponse(sources=listed(session, owner_id))
 
     def RenameTraceSource(
         self, request: ingest_pb2.RenameTraceSourceRequest, context: grpc.ServicerContext
@@ -452,6 +448,26 @@ def _optional(request: ingest_pb2.UpdateAnnotationRequest, field: str) -> Any:
     if not _is_changeable(field):
         raise InvalidArgument(field, "cannot be changed")
     return getattr(request, field) if request.HasField(field) else None
+
+
+def _own_sources(session: Session, owner_id: str) -> list[ingest_pb2.TraceSource]:
+    """The owner's source ids, named or with traces, with display names and trace counts."""
+    counts = store.source_counts(session, owner_id)
+    names = store.source_names(session, owner_id)
+    return [
+        _source(owner_id, source_id, names.get(source_id, source_id), counts.get(source_id, 0))
+        for source_id in sorted(set(counts) | set(names))
+    ]
+
+
+def _shared_sources(session: Session, reviewer_id: str) -> list[ingest_pb2.TraceSource]:
+    """The sources of the traces shared with the reviewer, with the owners' aliases and the shared counts."""
+    counts = store.shared_source_counts(session, reviews.shared_with(reviewer_id))
+    names = store.owners_source_names(session, {owner_id for owner_id, _ in counts})
+    return [
+        _source(owner_id, source_id, names.get((owner_id, source_id), source_id), count)
+        for (owner_id, source_id), count in sorted(counts.items())
+    ]
 
 
 def _source(owner_id: str, source_id: str, name: str, count: int) -> ingest_pb2.TraceSource:

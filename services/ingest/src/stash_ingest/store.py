@@ -498,6 +498,20 @@ def source_counts(session: Session, owner_id: str) -> dict[str, int]:
     return {source_id: count for source_id, count in session.execute(query)}
 
 
+def shared_source_counts(session: Session, scope: ColumnElement[bool]) -> dict[tuple[str, str], int]:
+    """How many of the traces in `scope` (those shared with a reviewer) each (owner id, source id) has."""
+    key = (TraceRow.owner_id, TraceRow.source_id)
+    query = select(*key, func.count()).where(scope).group_by(*key)
+    return {(owner_id, source_id): count for owner_id, source_id, count in session.execute(query)}
+
+
+def owners_source_names(session: Session, owner_ids: Collection[str]) -> dict[tuple[str, str], str]:
+    """The owners' source aliases: (owner id, source id) → display name."""
+    query = select(TraceSourceRow.owner_id, TraceSourceRow.source_id, TraceSourceRow.name)
+    rows = session.execute(query.where(TraceSourceRow.owner_id.in_(owner_ids)))
+    return {(owner_id, source_id): name for owner_id, source_id, name in rows}
+
+
 def owner_trace_rows(session: Session, owner_id: str, trace_ids: Sequence[str] = ()) -> list[TraceRow]:
     """The owner's traces (or just these ids), oldest first — what exports walk through."""
     query = select(TraceRow).where(TraceRow.owner_id == owner_id)

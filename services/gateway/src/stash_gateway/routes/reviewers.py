@@ -1,8 +1,9 @@
 """/reviewers and /shared: an owner shares traces with reviewers, who read and annotate them.
 
 The owner names a reviewer by user name and shares every trace or chosen sources; ingest stores the grant and
-decides every access by it (`stash_gateway.access`). A reviewer finds the shared traces under /shared/traces,
-opens them with GET /traces/{trace_id} like their own, and annotates them; everything else stays the owner's.
+decides every access by it (`stash_gateway.access`). A reviewer finds the shared traces under /shared/traces
+(filtered by the owners and sources of /shared/owners and /shared/sources), opens them with
+GET /traces/{trace_id} like their own, and annotates them; everything else stays the owner's.
 """
 
 from __future__ import annotations
@@ -118,6 +119,26 @@ def delete_reviewer(
 def shared_owners(request: Request, services: Services, settings: Settings, principal: Reader) -> list[dict[str, Any]]:
     """`[ReviewGrant]` the caller received, oldest first."""
     return _grants(request, services, settings, principal, shared=True)
+
+
+@router.get("/shared/sources", summary="The sources of the traces shared with the caller")
+def shared_sources(request: Request, services: Services, settings: Settings, principal: Reader) -> list[dict[str, Any]]:
+    """`[{owner_id, owner_name, source_id, name, trace_count}]`: each owner's sources the caller's grants cover,
+    named with the owner's aliases, counting the shared traces; by owner id, then source id. The values for the
+    `owner_id` and `source_id` filters of GET /shared/traces."""
+    message = ingest_pb2.ListTraceSourcesRequest(owner_id=principal.user_id, shared_with_me=True)
+    sources = services.ingest.ListTraceSources(message, timeout=settings.rpc_timeout_s).sources
+    names = _names(request, [source.owner_id for source in sources])
+    return [
+        {
+            "owner_id": source.owner_id,
+            "owner_name": names.get(source.owner_id),
+            "source_id": source.source_id,
+            "name": source.name,
+            "trace_count": source.trace_count,
+        }
+        for source in sources
+    ]
 
 
 @router.get("/shared/traces", summary="Traces other owners share with the caller, newest import first")

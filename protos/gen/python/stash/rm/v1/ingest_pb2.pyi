@@ -668,7 +668,7 @@ class TraceSource(_message.Message):
     owner_id: _builtins.str
     """Owner of the source."""
     trace_count: _builtins.int
-    """Number of the owner's traces from this source."""
+    """Number of the owner's traces from this source (shared with the caller, on a shared_with_me list)."""
     def __init__(
         self,
         *,
@@ -692,16 +692,22 @@ class ListTraceSourcesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     OWNER_ID_FIELD_NUMBER: _builtins.int
+    SHARED_WITH_ME_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """The authenticated owner."""
+    shared_with_me: _builtins.bool
+    """List the sources of the traces other owners share with owner_id (the caller, as reviewer) instead of the
+    caller's own: each under its owner's id and display name, counting only the traces the caller may read.
+    """
     def __init__(
         self,
         *,
         owner_id: _builtins.str = ...,
+        shared_with_me: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "shared_with_me", b"shared_with_me"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -716,7 +722,7 @@ class ListTraceSourcesResponse(_message.Message):
     SOURCES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[Global___TraceSource]:
-        """The owner's sources, by name."""
+        """The sources by owner id, then source id."""
 
     def __init__(
         self,

@@ -7,7 +7,7 @@ import { PATTERNS } from "./traces.js";
 
 const PAGE_SIZE = 50;
 const TIME_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
-const shared = { owner_id: "", imported_from: "", imported_to: "", pattern: "", offset: 0, sort: "imported" };
+const shared = { owner_id: "", source_id: "", imported_from: "", imported_to: "", pattern: "", offset: 0, sort: "imported" };
 
 export async function renderReviewers(screen, session) {
   const current = startScreen();
@@ -70,10 +70,11 @@ function grantTable(screen, session, grants) {
 
 export async function renderShared(screen, session) {
   const current = startScreen();
-  const { owner_id, imported_from, imported_to, pattern, offset, sort } = shared;
-  const [owners, listing] = await Promise.all([
+  const { owner_id, source_id, imported_from, imported_to, pattern, offset, sort } = shared;
+  const [owners, sources, listing] = await Promise.all([
     get("/shared/owners"),
-    get(`/shared/traces${query({ limit: PAGE_SIZE, offset, owner_id, imported_from, imported_to, pattern, sort, tz: TIME_ZONE })}`),
+    get("/shared/sources"),
+    get(`/shared/traces${query({ limit: PAGE_SIZE, offset, owner_id, source_id, imported_from, imported_to, pattern, sort, tz: TIME_ZONE })}`),
   ]);
   if (!current()) return;
   const refresh = (name) => (event) => {
@@ -85,10 +86,14 @@ export async function renderShared(screen, session) {
     screen,
     h("header", { class: "screen-head" }, h("h1", {}, "Shared with me")),
     h("div", { class: "filters", role: "search" },
-      h("label", {}, "Owner ", h("select", { id: "shared-owner", onchange: refresh("owner_id") },
+      h("label", {}, "Owner ", h("select", { id: "shared-owner", onchange: (event) => {
+        shared.source_id = "";
+        refresh("owner_id")(event);
+      } },
         h("option", { value: "" }, "Every owner"),
         owners.map((grant) => h("option", { value: grant.owner_id, selected: grant.owner_id === owner_id }, `${grant.owner_name} (${grant.all_sources ? "every source" : grant.source_ids.join(", ")})`)),
       )),
+      h("label", {}, "Source ", sourceSelect(screen, session, sources)),
       h("label", {}, "Imported from ", h("input", { type: "date", id: "shared-from", value: imported_from, onchange: refresh("imported_from") })),
       h("label", {}, "to ", h("input", { type: "date", id: "shared-to", value: imported_to, onchange: refresh("imported_to") })),
       h("label", {}, "Pattern ", h("select", { id: "shared-pattern", onchange: refresh("pattern") }, h("option", { value: "" }, "Any pattern"), PATTERNS.map((name) => h("option", { value: name, selected: name === pattern }, name)))),
@@ -98,6 +103,26 @@ export async function renderShared(screen, session) {
     ),
     sharedTable(listing.traces),
     listing.total ? pager(screen, session, listing.total, listing.traces.length) : null,
+  );
+}
+
+// The owners' sources the caller may see, named as their owners name them: a source is one owner's, so choosing
+// it also chooses its owner.
+function sourceSelect(screen, session, sources) {
+  const choices = sources.filter((source) => !shared.owner_id || source.owner_id === shared.owner_id);
+  const choose = (event) => {
+    const chosen = event.target.value === "" ? null : choices[Number(event.target.value)];
+    shared.source_id = chosen ? chosen.source_id : "";
+    if (chosen) shared.owner_id = chosen.owner_id;
+    shared.offset = 0;
+    renderShared(screen, session);
+  };
+  return h("select", { id: "shared-source", onchange: choose },
+    h("option", { value: "" }, "All sources"),
+    choices.map((source, index) => h("option", {
+      value: String(index),
+      selected: source.source_id === shared.source_id && source.owner_id === shared.owner_id,
+    }, `${source.name} (${source.owner_name}, ${source.trace_count})`)),
   );
 }
 
