@@ -27,6 +27,8 @@ from support.rpc_walk import (
     OWN_ROWS,
     expected_outcomes,
     otlp_json,
+    owner_read_outcomes,
+    refused,
     reviewed_trace_owner,
     rpc_outcomes,
     shared_trace_ids,
@@ -449,6 +451,14 @@ def test_a_read_only_key_is_refused_on_every_write_and_changes_nothing(
 
 # -- gRPC: the services' own RPCs, which trust the owner_id they are given and must scope every query by it
 # (the walk itself is tests/support/rpc_walk.py, shared with the reviewer walk on both profiles).
+
+
+def test_b_itself_reads_with_every_id_bearing_rpc(stack: RunningStack, owned: Owned) -> None:
+    """B itself reads its rows with each of its ids (so a NOT_FOUND below is about the owner, not the id)."""
+    outcomes = owner_read_outcomes(stack, owned)
+
+    assert len(outcomes) >= 20, sorted(outcomes)
+    assert refused(outcomes) == {}
 
 
 def test_every_owner_scoped_rpc_as_another_owner_is_not_found_or_sees_only_its_own_rows(

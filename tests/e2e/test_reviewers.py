@@ -25,6 +25,8 @@ from support.processes import stash_rm
 from support.reviewing import reviewer_status
 from support.rpc_walk import (
     expected_outcomes,
+    owner_read_outcomes,
+    refused,
     reviewed_trace_owner,
     rpc_outcomes,
     shared_trace_ids,
@@ -409,3 +411,17 @@ def _evaluated(client: httpx.Client, trace_id: str) -> dict[str, Any]:
             return dict(evaluation)
         time.sleep(0.2)
     raise TimeoutError(f"trace {trace_id} was not evaluated within {EVALUATION_WAIT_S}s")
+
+
+# The owner's reads that find nothing in this module, which trains no model: they name a run of nobody's, or the
+# weights of the model that failed.
+NOTHING_HERE = {"ScorerService/GetScoringRun", "GepaService/GetGepaRun", "GepaService/GetSkill"}
+NOTHING_HERE |= {"TrainerService/GetWeightsUrl"}
+
+
+def test_the_owner_reads_with_every_id_bearing_rpc(stack: RunningStack, shared: Shared) -> None:
+    """The ids the roles walk are real: the owner reads its rows with each of them."""
+    outcomes = owner_read_outcomes(stack, shared)
+
+    assert len(outcomes) >= 20, sorted(outcomes)
+    assert set(refused(outcomes)) == NOTHING_HERE, refused(outcomes)

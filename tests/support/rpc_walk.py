@@ -140,6 +140,11 @@ READ_AS_REVIEWER = {
 }
 
 
+# The RPCs that only read, by the verb of their name.
+READ_VERBS = ("Get", "BatchGet", "List", "Export", "Authorize")
+REFUSALS = ("NOT_FOUND", "PERMISSION_DENIED")
+
+
 def otlp_json() -> bytes:
     """A one-span OTLP/JSON export request (synthetic)."""
     return orjson.dumps(otlp_document(span_dict("00f067aa0ba902b7", 1_000)))
@@ -213,6 +218,25 @@ def rpc_outcomes(stack: RunningStack, caller_id: str, ids: OwnerIds) -> dict[str
         for name, method in rpc_methods()
         if name not in NOT_OWNER_SCOPED_RPCS
     }
+
+
+def owner_read_outcomes(stack: RunningStack, ids: OwnerIds) -> dict[str, str]:
+    """The outcome of every read that takes one of the owner's ids, called as the owner: the ids are real, so
+    what refuses the others above is who calls, not the id."""
+    return {
+        name: rpc_outcome(stack, name, method, rpc_request(name, method, ids.user_id, ids), ids)
+        for name, method in rpc_methods()
+        if name.split("/")[1].startswith(READ_VERBS) and _takes_an_id(method)
+    }
+
+
+def _takes_an_id(method: Any) -> bool:
+    return any(field.name in ID_FIELDS for field in method.input_type.fields)
+
+
+def refused(outcomes: dict[str, str]) -> dict[str, str]:
+    """The outcomes that found nothing or were not allowed."""
+    return {name: outcome for name, outcome in outcomes.items() if outcome.startswith(REFUSALS)}
 
 
 def rpc_outcome(stack: RunningStack, name: str, method: Any, request: Message, ids: OwnerIds) -> str:
