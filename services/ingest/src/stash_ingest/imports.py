@@ -83,7 +83,7 @@ class TraceSyncError(FailedPrecondition):
 def parse_payload(request: ImportRequest) -> tuple[str, list[Trace]]:
     """The format actually used and the traces of the payload, validated and within the limits as they were read."""
     check_source_id(request.source_id, SOURCE_ID_MAX)
-    adapter = resolve_adapter(request.format, request.data)
+    adapter = resolve_adapter(request.format, request.data, request.limits)
     traces = adapter.parse(request.data, request.limits)
     if not traces:
         raise InvalidArgument("data", f"no traces found in the {adapter.name} payload")

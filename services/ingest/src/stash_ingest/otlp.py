@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.reading import load_json
 from stash_ingest.imports import SOURCE_ID_MAX, ImportRequest, Titler, upsert_traces
-from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_traces
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_spans_read, check_traces, check_traces_read
 from stash_ingest.otel.documents import SpanDict, SpanKey, check_span, looks_like_otel, spans_of
 from stash_ingest.otel.protobuf import parse_request, proto_spans
 from stash_ingest.otel.spans import trace_where
@@ -55,7 +55,7 @@ class OtlpResult:
 def ingest_otlp(session: Session, request: OtlpRequest, titler: Titler) -> OtlpResult:
     """Store the request's spans and rebuild every trace it touched, inside the caller's transaction."""
     check_source_id(request.source_id, SOURCE_ID_MAX)
-    accepted, rejected = accept_spans(read_spans(request))
+    accepted, rejected = accept_spans(read_spans(request), request.limits)
     touched = sorted({trace_id for trace_id, _ in accepted})
     # Earlier spans of the touched traces, read before this request's are written (which override them).
     spans = load_otel_spans(session, request.owner_id, touched)
@@ -87,10 +87,16 @@ def read_spans(request: OtlpRequest) -> Iterable[tuple[str, SpanDict]]:
     return proto_spans(parse_request(request.protobuf, "body"))
 
 
-def accept_spans(spans: Iterable[tuple[str, SpanDict]]) -> tuple[dict[SpanKey, SpanDict], list[str]]:
-    """The storable spans by key (a re-sent span: the later copy wins), and why each other span was rejected."""
+def accept_spans(
+    spans: Iterable[tuple[str, SpanDict]], limits: TraceLimits = DEFAULT_LIMITS
+) -> tuple[dict[SpanKey, SpanDict], list[str]]:
+    """The storable spans by key (a re-sent span: the later copy wins), and why each other span was rejected.
+
+    The traces and each trace's spans are counted as they are accepted: a request over a limit is refused at
+    the first span over it, before any trace is built."""
     accepted: dict[SpanKey, SpanDict] = {}
     rejected: list[str] = []
+    per_trace: dict[str, int] = {}
     for where, span in spans:
         try:
             trace_id, span_id = check_span(span, where)
@@ -100,5 +106,9 @@ def accept_spans(spans: Iterable[tuple[str, SpanDict]]) -> tuple[dict[SpanKey, S
         if not trace_id or not span_id:
             rejected.append(f"{where}: a span needs a non-zero traceId and spanId")
             continue
+        if (trace_id, span_id) not in accepted:
+            per_trace[trace_id] = per_trace.get(trace_id, 0) + 1
+            check_traces_read(len(per_trace), limits)
+            check_spans_read(per_trace[trace_id], trace_where(trace_id), limits)
         accepted[trace_id, span_id] = {**span, "traceId": trace_id, "spanId": span_id}  # stored ids: lower hex
     return accepted, rejected

@@ -17,7 +17,7 @@ from typing import Any
 
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.messages import media_text, with_metadata
-from stash_ingest.adapters.reading import as_object, json_type, list_or_empty, read_records, to_json_text
+from stash_ingest.adapters.reading import Counted, as_object, json_type, list_or_empty, read_records, to_json_text
 from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, TraceReader, check_records, check_steps_read
 from stash_ingest.traces import Step, Trace
 
@@ -44,11 +44,13 @@ class _Thought:
 
 _Piece = _Text | _Thought | Step | None
 
+# A message counts as a step while reading (one whose content is empty makes none, a rare case).
+COUNTED: Counted = {"messages.item.role": "steps"}
+
 
 def parse_anthropic_messages(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:
     """Parse Messages API requests (JSONL or one document) and responses into traces."""
-    # A message counts as a step while reading (one whose content is empty makes none, a rare case).
-    records = read_records(raw, {"messages.item.role": "steps"}, limits)
+    records = read_records(raw, COUNTED, limits)
     if not records:
         raise InvalidArgument("payload", 'is empty; expected one {"system"?, "messages": [...]} object per line')
     check_records(len(records), limits)

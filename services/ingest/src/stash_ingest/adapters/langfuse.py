@@ -35,7 +35,7 @@ from stash_ingest.adapters.messages import (
     result_text,
     stamp_steps,
 )
-from stash_ingest.adapters.reading import decode_nested, epoch_ns, list_or_empty, nonblank, read_records
+from stash_ingest.adapters.reading import Counted, decode_nested, epoch_ns, list_or_empty, nonblank, read_records
 from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, TraceReader, check_records, check_spans_read
 from stash_ingest.traces import Span, Step, Trace
 
@@ -51,11 +51,13 @@ _TRACE_FIELDS = (
 _URL_KEY = "uri"  # where OTel GenAI parts put an image's address
 _EXPECTED = "expected a Langfuse trace with an `observations` list (GET /api/public/traces/{traceId})"
 
+# tRPC files list light observations in the trace and the full ones beside it, so one path counts them all.
+COUNTED: Counted = {"observations.item.id": "spans", "item": "traces"}
+
 
 def parse_langfuse(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:
     """Parse Langfuse traces (one object, a JSON array or JSONL of them) into validated traces."""
-    # tRPC files list light observations in the trace and the full ones beside it, so one path counts them all.
-    records = read_records(raw, {"observations.item.id": "spans", "item": "traces"}, limits)
+    records = read_records(raw, COUNTED, limits)
     if not records:
         raise InvalidArgument("payload", f"is empty; {_EXPECTED}")
     check_records(len(records), limits)

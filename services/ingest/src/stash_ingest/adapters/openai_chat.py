@@ -18,6 +18,7 @@ from typing import Any
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.messages import media_text, with_metadata
 from stash_ingest.adapters.reading import (
+    Counted,
     Record,
     Records,
     as_object,
@@ -33,6 +34,8 @@ from stash_ingest.traces import Step, Trace
 ANTHROPIC_BLOCK_TYPES = frozenset({"image", "tool_use", "tool_result", "thinking", "redacted_thinking", "document"})
 
 ToolNames = dict[str, str]  # tool_call_id → tool name, so a result can name the tool it answers
+
+COUNTED: Counted = {"messages.item.role": "steps"}  # every message is at least one step
 
 
 def parse_openai_chat(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:
@@ -74,7 +77,7 @@ def _is_chat_message(value: Any) -> bool:
 
 
 def _units(raw: bytes, limits: TraceLimits) -> Records | list[Record]:
-    records = read_records(raw, {"messages.item.role": "steps"}, limits)  # every message is at least one step
+    records = read_records(raw, COUNTED, limits)
     # A JSON array of bare messages is one conversation, not one trace per message.
     if records.values and records.values[0][0].startswith("item "):
         if all(_is_bare_message(value) for _, value in records.values):

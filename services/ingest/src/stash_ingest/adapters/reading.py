@@ -9,6 +9,7 @@ nanosecond times exceed 2**53. Every recorded time becomes one canonical text,
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -66,6 +67,20 @@ def _jsonl_lines(raw: bytes) -> list[tuple[int, bytes]]:
     return [(number, line) for number, line in enumerate(raw.split(b"\n"), start=1) if line and not line.isspace()]
 
 
+def _starts_jsonl(raw: bytes) -> bool:
+    """True when the first non-blank line is JSON by itself and another line follows: JSONL. (A parse of the whole
+    payload would fail after that line too, but orjson's error then costs about twelve times the payload.)"""
+    lines = _each_line(raw)
+    first, second = next(lines, None), next(lines, None)
+    if first is None or second is None:
+        return False
+    try:
+        orjson.loads(first[1])
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
 def split_growing_jsonl(raw: bytes) -> Iterator[Record]:
     """`split_jsonl` for a log an agent is still appending to (Claude Code, Codex).
 
@@ -106,10 +121,13 @@ class Records:
         if lines_first and self._read_as_lines(raw):
             return
         self._check_counts(raw, "document")
+        if _starts_jsonl(raw):
+            self.lines = _jsonl_lines(raw)
+            return
         try:
             whole = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            self.lines = _jsonl_lines(raw)  # JSONL: the whole-document parse stopped at the end of the first line
+            self.lines = _jsonl_lines(raw)  # not JSON: each line is read, and refused, as it is reached
         else:
             self.values = _items(whole) if isinstance(whole, list) else [("document", whole)]
 
@@ -194,13 +212,54 @@ def count_items(data: bytes, path: str, most: int) -> int:
     return count
 
 
-def first_value(raw: bytes) -> Any:
-    """The first JSON value of a payload (the document, the first array item, or the first line), or None."""
+def first_value(raw: bytes, counted: Counted | None = None, limits: TraceLimits = DEFAULT_LIMITS) -> Any:
+    """The first JSON value of a payload (the document, the first array item, or the first line), or None; a large
+    document's `counted` arrays are counted before it is parsed (see `Records`)."""
     try:
-        first = read_records(raw).first()
-    except InvalidArgument:
+        first = read_records(raw, counted, limits).first()
+    except InvalidArgument as error:
+        if error.field.endswith((": steps", ": spans")):
+            raise
         return None
     return first[1] if first else None
+
+
+# How much of a large payload `first_sample` reads, and the pieces of JSON it reads it as.
+SAMPLE_BYTES = 1 << 16
+_TOKEN = re.compile(rb'\s*(?:("(?:[^"\\]|\\.)*")|([\[{])|([\]}])|(,)|(:)|([^\s\[\]{},:"]+))')
+
+
+def first_sample(raw: bytes) -> Any:
+    """The first JSON value of a payload as its first `SAMPLE_BYTES` show it, or None: a value cut off there is
+    closed after its last whole item (`{"steps": [{...}, {...}]}` of a million steps shows its first few). Enough to
+    tell a large document's likely format before it is parsed; what follows the cut is not seen, and a value with
+    no whole array item in those bytes gives None."""
+    head, position = raw[:SAMPLE_BYTES], 0
+    closers: list[bytes] = []  # what closes each open array and object, innermost last
+    whole = b""  # the sample so far: the text up to the last whole value, closed
+    key_next = False  # in an object, before a key
+    while (token := _TOKEN.match(head, position)) is not None:
+        position = token.end()
+        string, opener, closer = token.group(1), token.group(2), token.group(3)
+        if opener:
+            closers.append(b"}" if opener == b"{" else b"]")
+            key_next = opener == b"{"
+        elif token.group(4):  # a comma
+            key_next = closers[-1:] == [b"}"]
+        elif token.group(5) or (string and key_next):  # a colon, or a key
+            key_next = False
+        else:  # a value ends here: a string, a number or literal, or a closed array or object
+            if closer:
+                closers.pop()
+            if not closers:
+                whole = head[:position]
+                break
+            if closers[-1] == b"]":  # a whole item of an array: a place to cut
+                whole = head[:position] + b"".join(reversed(closers))
+    try:
+        return orjson.loads(whole)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def decode_nested(value: Any, depth: int = 3) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from stash_common.errors import InvalidArgument
@@ -17,8 +17,8 @@ from stash_ingest.adapters import (
     otel,
     stash,
 )
-from stash_ingest.adapters.reading import first_value
-from stash_ingest.limits import TraceLimits
+from stash_ingest.adapters.reading import STREAM_FROM, Counted, first_sample, first_value
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits
 from stash_ingest.traces import Trace
 
 AUTO = "auto"
@@ -34,6 +34,7 @@ class Adapter:
     description: str
     parse: Callable[[bytes, TraceLimits], list[Trace]]
     looks_like: Callable[[Any], bool]
+    counted: Counted = field(default_factory=dict)  # what `parse` counts by streaming in a large document
 
 
 # Detection tries formats in this order; the most specific shapes come first.
@@ -45,6 +46,7 @@ ADAPTERS: Mapping[str, Adapter] = {
             "Stash Trace Format JSONL: one canonical trace per line",
             stash.parse_stash,
             stash.looks_like_stash,
+            stash.COUNTED,
         ),
         Adapter(
             "otel",
@@ -57,6 +59,7 @@ ADAPTERS: Mapping[str, Adapter] = {
             "Langfuse trace with observations (public API response, one object or an array)",
             langfuse.parse_langfuse,
             langfuse.looks_like_langfuse,
+            langfuse.COUNTED,
         ),
         Adapter(
             "langsmith",
@@ -81,12 +84,14 @@ ADAPTERS: Mapping[str, Adapter] = {
             "Anthropic Messages JSONL of {system, messages} with text, tool_use, tool_result and thinking blocks",
             anthropic_messages.parse_anthropic_messages,
             anthropic_messages.looks_like_anthropic_messages,
+            anthropic_messages.COUNTED,
         ),
         Adapter(
             "openai_chat",
             "OpenAI chat JSONL of {messages} (fine-tuning format) or a JSON array of messages, with tool calls",
             openai_chat.parse_openai_chat,
             openai_chat.looks_like_openai_chat,
+            openai_chat.COUNTED,
         ),
     )
 }
@@ -104,16 +109,26 @@ def get_adapter(name: str) -> Adapter:
         raise InvalidArgument("format", f"unknown format {name!r}; supported: {supported}") from None
 
 
-def detect(raw: bytes) -> str:
-    """The name of the first format whose shape the payload's first JSON value has."""
-    value = first_value(raw)
-    for adapter in ADAPTERS.values():
-        if adapter.looks_like(value):
-            return adapter.name
-    tried = ", ".join(ADAPTERS)
-    raise InvalidArgument("format", f"could not detect the format of the payload; tried: {tried}")
+def detect(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> str:
+    """The name of the first format whose shape the payload's first JSON value has.
+
+    A large payload's likely format is told from its first bytes (`first_sample`), and the arrays that format
+    counts are counted before the first value is parsed whole: a document far over a limit is refused as that
+    format would refuse it, without being built."""
+    likely = _first_match(first_sample(raw)) if len(raw) >= STREAM_FROM else None
+    found = _first_match(first_value(raw, likely.counted if likely else None, limits))
+    if found is None:
+        tried = ", ".join(ADAPTERS)
+        raise InvalidArgument("format", f"could not detect the format of the payload; tried: {tried}")
+    return found.name
 
 
-def resolve_adapter(name: str, raw: bytes) -> Adapter:
+def _first_match(value: Any) -> Adapter | None:
+    if isinstance(value, list) and value:
+        value = value[0]  # a sample of a top-level array: its first item, as `first_value` reads one
+    return next((adapter for adapter in ADAPTERS.values() if adapter.looks_like(value)), None)
+
+
+def resolve_adapter(name: str, raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> Adapter:
     """The named adapter, or the detected one for `auto`."""
-    return get_adapter(detect(raw) if name == AUTO else name)
+    return get_adapter(detect(raw, limits) if name == AUTO else name)

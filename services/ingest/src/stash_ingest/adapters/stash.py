@@ -34,11 +34,13 @@ _KNOWN: dict[tuple[str, ...], frozenset[str]] = {
     fields: frozenset(fields) for fields in (TRACE_FIELDS, STEP_FIELDS, SPAN_FIELDS)
 }
 
+# Counted by streaming in a large document: each step, span or array item is at least one of them.
+COUNTED: Counted = {"steps.item.role": "steps", "spans.item.id": "spans", "item": "traces"}
+
 
 def parse_stash(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:
     """Parse Stash Trace Format JSONL (one trace object per line, or a JSON array of them) into validated traces."""
-    counted: Counted = {"steps.item.role": "steps", "spans.item.id": "spans", "item": "traces"}
-    records = Records(raw, counted, limits, lines_first=True)
+    records = Records(raw, COUNTED, limits, lines_first=True)
     if not records:
         raise InvalidArgument("payload", "is empty; expected one Stash trace object per line")
     check_records(len(records), limits)
