@@ -63,8 +63,8 @@ def _each_line(raw: bytes) -> Iterator[tuple[int, bytes]]:
         start = end + 1
 
 
-def _jsonl_lines(raw: bytes) -> list[tuple[int, bytes]]:
-    return [(number, line) for number, line in enumerate(raw.split(b"\n"), start=1) if line and not line.isspace()]
+# The start of a line that is not blank (`bytes.isspace` white space only): one match per JSONL record.
+_NONBLANK_LINE = re.compile(rb"^[ \t\r\x0b\x0c]*[^ \t\r\x0b\x0c\n]", re.MULTILINE)
 
 
 def _starts_jsonl(raw: bytes) -> bool:
@@ -116,39 +116,41 @@ class Records:
         self.counted = counted or {}
         self.limits = limits
         self.values: list[Record] | None = None
-        self.lines: list[tuple[int, bytes]] = []
+        self.jsonl = b""  # the payload, when it is read line by line
         self.first_line: Record | None = None  # the first line, when it was parsed to decide the shape
         if lines_first and self._read_as_lines(raw):
             return
         self._check_counts(raw, "document")
         if _starts_jsonl(raw):
-            self.lines = _jsonl_lines(raw)
+            self.jsonl = raw
             return
         try:
             whole = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            self.lines = _jsonl_lines(raw)  # not JSON: each line is read, and refused, as it is reached
+            self.jsonl = raw  # not JSON: each line is read, and refused, as it is reached
         else:
             self.values = _items(whole) if isinstance(whole, list) else [("document", whole)]
 
     def _read_as_lines(self, raw: bytes) -> bool:
-        lines = _jsonl_lines(raw)
-        if not lines:
+        lines = _each_line(raw)
+        start = next(lines, None)
+        if start is None:
             return False
-        number, line = lines[0]
+        number, line = start
         self._check_counts(line, f"line {number}")
         try:
             first = orjson.loads(line)
         except orjson.JSONDecodeError:
             return False  # a pretty-printed document, or not JSON at all
-        if len(lines) == 1 and isinstance(first, list):
+        if next(lines, None) is None and isinstance(first, list):
             self.values = _items(first)
         else:
-            self.lines, self.first_line = lines, (f"line {number}", first)
+            self.jsonl, self.first_line = raw, (f"line {number}", first)
         return True
 
     def __len__(self) -> int:
-        return len(self.values) if self.values is not None else len(self.lines)
+        """The records; of JSONL, the non-blank lines, counted without cutting any out."""
+        return len(self.values) if self.values is not None else sum(1 for _ in _NONBLANK_LINE.finditer(self.jsonl))
 
     def __iter__(self) -> Iterator[Record]:
         if self.values is not None:
@@ -156,7 +158,7 @@ class Records:
         return self._line_records()
 
     def _line_records(self) -> Iterator[Record]:
-        for index, (number, line) in enumerate(self.lines):
+        for index, (number, line) in enumerate(_each_line(self.jsonl)):
             yield self.first_line if index == 0 and self.first_line is not None else self._line(number, line)
 
     def _line(self, number: int, line: bytes) -> Record:
