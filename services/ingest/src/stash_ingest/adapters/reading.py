@@ -63,10 +63,6 @@ def _each_line(raw: bytes) -> Iterator[tuple[int, bytes]]:
         start = end + 1
 
 
-# The start of a line that is not blank (`bytes.isspace` white space only): one match per JSONL record.
-_NONBLANK_LINE = re.compile(rb"^[ \t\r\x0b\x0c]*[^ \t\r\x0b\x0c\n]", re.MULTILINE)
-
-
 def _starts_jsonl(raw: bytes) -> bool:
     """True when the first non-blank line is JSON by itself and another line follows: JSONL. (A parse of the whole
     payload would fail after that line too, but orjson's error then costs about twelve times the payload.)"""
@@ -149,8 +145,8 @@ class Records:
         return True
 
     def __len__(self) -> int:
-        """The records; of JSONL, the non-blank lines, counted without cutting any out."""
-        return len(self.values) if self.values is not None else sum(1 for _ in _NONBLANK_LINE.finditer(self.jsonl))
+        """The records; of JSONL, the non-blank lines, counted without keeping any."""
+        return len(self.values) if self.values is not None else sum(1 for _ in _each_line(self.jsonl))
 
     def __iter__(self) -> Iterator[Record]:
         if self.values is not None:
