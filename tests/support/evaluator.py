@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlalchemy.orm import Session, sessionmaker
+
+from stash_common.db import transaction
+from stash_trainer.evaluator import consent, review
+from stash_trainer.evaluator.collection import collect
 from stash_trainer.evaluator.consent import Scope
-from stash_trainer.evaluator.corpus import ConsentedTrace
+from stash_trainer.evaluator.corpus import ConsentedTrace, task_group
 from stash_trainer.pairs.inputs import Annotation, SourceTrace, StepCredit
 from support.steps import SUPPORT, build_steps
 
@@ -51,3 +56,22 @@ def rated_trace(owner: str, trace_id: str, request: str, source: str = "src-1") 
     """A refund conversation whose repair (step 6) `owner` rated up and whose wrong answer (step 4) down."""
     ratings = [rating(trace_id, 6, 1, owner), rating(trace_id, 4, -1, owner)]
     return support_trace(owner, trace_id, source=source, request=request, annotations=ratings)
+
+
+def group(trace: ConsentedTrace) -> str:
+    """The trace's task group."""
+    return task_group(trace.trace)
+
+
+def admit_every_comparison(sessions: sessionmaker[Session], traces: Sequence[ConsentedTrace]) -> None:
+    """Consent for every owner, collect, and have carol admit every comparison (one review suffices)."""
+    with transaction(sessions) as session:
+        for owner in sorted({trace.owner_id for trace in traces}):
+            consent.grant(session, owner, owner, "v1", None, set())
+        review.name_reviewer(session, "operator", "carol")
+        review.set_agreeing_reviews(session, "operator", 1)
+        collect(session, MemoryReader(traces), "operator")
+    with transaction(sessions) as session:
+        for item in review.queue(session, "carol", 100):
+            verdict = "better" if review.a_is_chosen(item.comparison_id, "carol") else "worse"
+            review.record_review(session, "carol", item.comparison_id, verdict, None)

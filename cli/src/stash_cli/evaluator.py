@@ -26,7 +26,7 @@ from stash_common.errors import ConfigError
 from stash_common.settings import load
 
 evaluator_app = typer.Typer(
-    help="The shared evaluator: consent, independent review, benchmarks and snapshots.", no_args_is_help=True
+    help="The shared evaluator: consent, review, benchmarks, snapshots, candidates and releases.", no_args_is_help=True
 )
 consent_app = typer.Typer(help="Your consent to improve the shared evaluator (API key).", no_args_is_help=True)
 review_app = typer.Typer(help="Review comparisons as an evaluator reviewer (API key).", no_args_is_help=True)
@@ -169,15 +169,92 @@ def reviewers_remove(
 
 @evaluator_app.command("policy")
 def policy(
-    agreeing_reviews: Annotated[int, typer.Option("--agreeing-reviews", help="Reviews that must agree (1..10).")],
+    agreeing_reviews: Annotated[
+        int | None, typer.Option("--agreeing-reviews", help="Reviews that must agree (1..10).")
+    ] = None,
+    base_model: Annotated[str | None, typer.Option("--base-model", help="What candidates train from.")] = None,
+    epochs: Annotated[int | None, typer.Option(help="Training epochs of a candidate (1..50).")] = None,
+    max_pairs: Annotated[int | None, typer.Option("--max-pairs", help="Pairs a candidate trains on at most.")] = None,
+    schedule_minutes: Annotated[
+        int | None, typer.Option("--schedule-minutes", help="Minutes between scheduled candidates; 0: by hand only.")
+    ] = None,
+    min_new: Annotated[
+        int | None, typer.Option("--min-new-comparisons", help="New admitted comparisons a scheduled candidate needs.")
+    ] = None,
+    primary: Annotated[str | None, typer.Option("--primary-benchmark", help="The gate's primary benchmark.")] = None,
+    margin: Annotated[float | None, typer.Option(help="How much better than the release on the primary.")] = None,
+    tolerance: Annotated[
+        float | None, typer.Option("--slice-tolerance", help="How much worse than the release a slice may be.")
+    ] = None,
+    auto_release: Annotated[
+        bool | None, typer.Option("--auto-release/--approval", help="Release a passing candidate without approval.")
+    ] = None,
     data_dir: DataDir = None,
     url: Url = None,
     admin_key: AdminKey = None,
     operator: Operator = None,
 ) -> None:
-    """Set how many agreeing reviews admit a comparison."""
+    """Set the review policy (--agreeing-reviews) or change keys of the training policy; with neither, show it."""
+    changes = {
+        "base_model": base_model,
+        "epochs": epochs,
+        "max_pairs": max_pairs,
+        "schedule_minutes": schedule_minutes,
+        "min_new_comparisons": min_new,
+        "primary_benchmark": primary,
+        "margin": margin,
+        "slice_tolerance": tolerance,
+        "auto_release": auto_release,
+    }
+    changed = {key: value for key, value in changes.items() if value is not None}
     with _operator(data_dir, url, admin_key, operator) as client:
-        _print(client.call("PUT", "/evaluator/policy", json={"agreeing_reviews": agreeing_reviews}))
+        if agreeing_reviews is not None:
+            _print(client.call("PUT", "/evaluator/policy", json={"agreeing_reviews": agreeing_reviews}))
+        if changed or agreeing_reviews is None:
+            current = client.call("GET", "/evaluator/training-policy")
+            if changed:
+                body = {**current["policy"], **changed}
+                current = client.call("PUT", "/evaluator/training-policy", json=body)
+            _print(current)
+
+
+@evaluator_app.command("train")
+def train(data_dir: DataDir = None, url: Url = None, admin_key: AdminKey = None, operator: Operator = None) -> None:
+    """Train a candidate now from a new corpus snapshot under the training policy."""
+    with _operator(data_dir, url, admin_key, operator) as client:
+        _print(client.call("POST", "/evaluator/candidates"))
+
+
+@evaluator_app.command("candidates")
+def candidates(data_dir: DataDir = None, url: Url = None, admin_key: AdminKey = None) -> None:
+    """Every candidate, newest first: inputs, benchmark reports, and the gate's decision with its reasons."""
+    with _operator(data_dir, url, admin_key, None) as client:
+        _print(client.call("GET", "/evaluator/candidates"))
+
+
+@evaluator_app.command("releases")
+def releases(data_dir: DataDir = None, url: Url = None, admin_key: AdminKey = None) -> None:
+    """Every release, newest first, with its notes, accuracy and whether the scorer has it; and the current one."""
+    with _operator(data_dir, url, admin_key, None) as client:
+        _print(client.call("GET", "/evaluator/releases"))
+
+
+@evaluator_app.command("approve")
+def approve(
+    candidate_id: str, data_dir: DataDir = None, url: Url = None, admin_key: AdminKey = None, operator: Operator = None
+) -> None:
+    """Release a candidate that passed the gate and waits for approval."""
+    with _operator(data_dir, url, admin_key, operator) as client:
+        _print(client.call("POST", f"/evaluator/candidates/{_segment(candidate_id)}/approve"))
+
+
+@evaluator_app.command("rollback")
+def rollback(
+    number: int, data_dir: DataDir = None, url: Url = None, admin_key: AdminKey = None, operator: Operator = None
+) -> None:
+    """Make an earlier release current again."""
+    with _operator(data_dir, url, admin_key, operator) as client:
+        _print(client.call("POST", f"/evaluator/releases/{number}/rollback"))
 
 
 @evaluator_app.command("stats")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 import grpc
 
@@ -27,6 +28,7 @@ from stash.rm.v1 import (
 )
 from stash_common.channels import peer_error
 from stash_common.errors import InvalidArgument, Unavailable
+from stash_common.messages import timestamp_of
 from stash_common.step_messages import step_from_proto
 from stash_common.steps import TraceStep
 from stash_trainer.dispatcher import PublishedScores
@@ -113,7 +115,7 @@ class TraceClient:
 
 
 class ScoreClient:
-    """Tells the scorer where a succeeded training job's scores are, and when a model is deleted."""
+    """Tells the scorer where a succeeded training job's scores are, when a model is deleted, and each release."""
 
     def __init__(self, scorer: scorer_pb2_grpc.ScorerServiceStub) -> None:
         self.scorer = scorer
@@ -128,6 +130,16 @@ class ScoreClient:
         except grpc.RpcError as error:
             raise peer_error("the scorer", error) from error
         return PublishedScores(published=response.published_traces, rejected=response.rejected_traces)
+
+    def publish_release(self, number: int, job_key: str, released_at: datetime) -> None:
+        """Tell the scorer a shared evaluator release took effect; `Unavailable` while it is out of reach."""
+        request = scorer_pb2.PublishEvaluatorReleaseRequest(
+            number=number, job_key=job_key, released_at=timestamp_of(released_at)
+        )
+        try:
+            self.scorer.PublishEvaluatorRelease(request, timeout=PUBLISH_TIMEOUT_S)
+        except grpc.RpcError as error:
+            raise peer_error("the scorer", error) from error
 
     def forget_reward_model(self, owner_id: str, reward_model_id: str) -> None:
         """Have the scorer drop the model's scores and runs; `Unavailable` while it is out of reach."""

@@ -24,6 +24,7 @@ This is policy, not transport: no gRPC and no `stash.rm.v1` message reaches it
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -31,19 +32,22 @@ from typing import Any, Protocol
 
 import orjson
 import structlog
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash_common.coordination import Wakeups
 from stash_common.db import transaction
 from stash_common.errors import StashError
 from stash_common.jobs.dispatch import LEASE_S, DispatchTiming, RowDispatcher, RowJobKind
+from stash_common.jobs.files import read_jsonl
 from stash_common.jobs.launch import JobEnd, Launcher
-from stash_common.jobs.training_scores import TRACE_REVISIONS
-from stash_common.jobs.transfer import job_key, upload_files
+from stash_common.jobs.training_scores import ACTION_SCORES_FILE, TRACE_REVISIONS
+from stash_common.jobs.transfer import download_files, job_key, upload_files
 from stash_common.rendering import is_rendered, render_example, render_trace
 from stash_common.storage import ObjectStore
 from stash_trainer import job_contract as contract
 from stash_trainer import store
+from stash_trainer.evaluator import releases
 from stash_trainer.evaluator.corpus import task_group
 from stash_trainer.pairs.dataset import PairSet, build_pairs, check_trainable
 from stash_trainer.pairs.feedback import FeedbackExtractor
@@ -120,6 +124,7 @@ class Dispatcher(RowDispatcher):
         wakeups: Wakeups,
         settings: JobSettings,
         extractor: FeedbackExtractor | None = None,
+        candidate_settled: Callable[[], object] = lambda: None,
     ) -> None:
         timing = DispatchTiming(
             settings.submit_timeout, settings.job_timeout, settings.sweep_interval_s, settings.lease_s
@@ -129,11 +134,14 @@ class Dispatcher(RowDispatcher):
         self.scores = scores
         self.settings = settings
         self.extractor = extractor
+        self.candidate_settled = candidate_settled  # a candidate was gated (and maybe released): publish it
 
     def prepare(self, row_id: str, job_id: str) -> str:
         """Build the pairs, record them with the feedback report, and upload the job's files; their key."""
         with transaction(self.sessions) as session:
             row = store.running_job(session, row_id, job_id)
+            if releases.is_candidate(row):
+                return self.prepare_candidate(row_id, job_id)
             owner_id, trace_ids, config = row.owner_id, list(row.trace_ids), dict(row.training_config or {})
             max_pairs, epochs, base_model = row.max_pairs, row.epochs, row.base_model
         traces = [self.traces.source_trace(owner_id, trace_id) for trace_id in trace_ids]
@@ -154,6 +162,41 @@ class Dispatcher(RowDispatcher):
             store.save_pairs(session, row, [pair.to_job_line() for pair in pair_set.pairs])
         check_trainable(pair_set.pairs)
         job = {
+            **self.job_json(owner_id, row_id, job_id, (base_model, epochs, max_pairs)),
+            "eval_trace_ids": eval_trace_ids,
+            "input_version": 3 if version_3 else 1,
+            TRACE_REVISIONS: {trace.id: trace.revision for trace in traces},
+        }
+        key = job_key(SERVICE, job_id)
+        with tempfile.TemporaryDirectory(prefix="stash-train-job-") as staging:
+            job_dir = write_job_dir(Path(staging), job, pair_set, traces, sections=version_3)
+            upload_files(self.objects, key, job_dir, contract.INPUT_FILES)
+        return key
+
+    def prepare_candidate(self, row_id: str, job_id: str) -> str:
+        """Upload a shared evaluator candidate's job: its snapshot's pairs, and its benchmarks' items to score."""
+        with transaction(self.sessions) as session:
+            row = store.running_job(session, row_id, job_id)
+            lines, items = releases.training_inputs(session, self.objects, row_id, self.settings.seed)
+            row.num_pairs = len(lines)
+            job = {
+                **self.job_json(row.owner_id, row_id, job_id, (row.base_model, row.epochs, row.max_pairs)),
+                TRACE_REVISIONS: {},
+            }
+        key = job_key(SERVICE, job_id)
+        with tempfile.TemporaryDirectory(prefix="stash-train-job-") as staging:
+            job_dir = Path(staging)
+            (job_dir / contract.JOB_FILE).write_bytes(orjson.dumps(job))
+            _write_jsonl(job_dir / contract.PAIRS_FILE, lines)
+            _write_jsonl(job_dir / contract.SCORE_ITEMS_FILE, [])
+            _write_jsonl(job_dir / contract.ACTION_SCORE_ITEMS_FILE, items)
+            upload_files(self.objects, key, job_dir, contract.INPUT_FILES)
+        return key
+
+    def job_json(self, owner_id: str, row_id: str, job_id: str, training: tuple[str, int, int]) -> dict[str, Any]:
+        """The keys of `job.json` every training job shares: what to train and where the worker reports."""
+        base_model, epochs, max_pairs = training
+        return {
             "kind": "train",
             "base_model": base_model,
             "epochs": epochs,
@@ -163,31 +206,43 @@ class Dispatcher(RowDispatcher):
             "batch_size": self.settings.batch_size,
             "learning_rate": self.settings.learning_rate,
             "device": self.settings.device,
-            "eval_trace_ids": eval_trace_ids,
-            "input_version": 3 if version_3 else 1,
             # Where the worker reports and what it uploads (the worker's `TrainJob` ignores these keys).
             "job_id": job_id,
             "owner_id": owner_id,
             "reward_model_id": row_id,
             "archive_key": archive_key(owner_id, row_id),
             "report_address": self.settings.report_address,
-            TRACE_REVISIONS: {trace.id: trace.revision for trace in traces},
         }
-        key = job_key(SERVICE, job_id)
-        with tempfile.TemporaryDirectory(prefix="stash-train-job-") as staging:
-            job_dir = write_job_dir(Path(staging), job, pair_set, traces, sections=version_3)
-            upload_files(self.objects, key, job_dir, contract.INPUT_FILES)
-        return key
 
     def job_ended(self, row_id: str, job_id: str, end: JobEnd) -> None:
-        """A model its worker left running fails; one it reported succeeded has its scores published."""
+        """A model its worker left running fails; one it reported succeeded has its scores published, and a
+        shared evaluator candidate is evaluated and gated first."""
         super().job_ended(row_id, job_id, end)
         with transaction(self.sessions) as session:
             row = session.get(store.RewardModelRow, row_id)
             succeeded = row is not None and row.status == store.SUCCEEDED and row.job_id == job_id
             owner_id = row.owner_id if row is not None else ""
+            candidate = row is not None and releases.is_candidate(row)
         if succeeded:
             self.publish_job_scores(owner_id, row_id, job_id)
+        if succeeded and candidate:
+            self.settle_candidate(row_id, job_id)
+
+    def settle_candidate(self, row_id: str, job_id: str) -> None:
+        """Evaluate a trained candidate on its benchmarks from the scores its worker left, and gate it."""
+        try:
+            scores = benchmark_scores(self.objects, job_key(SERVICE, job_id))
+        except (StashError, OSError, ValueError) as error:
+            with transaction(self.sessions) as session:
+                releases.fail(session, row_id, f"the candidate's benchmark scores are unreadable: {error}")
+            return
+        with transaction(self.sessions) as session:
+            if scores:
+                row = releases.settle(session, row_id, scores)
+                log.info("shared evaluator candidate gated", candidate_id=row_id, decision=row.decision)
+            else:
+                releases.fail(session, row_id, "the worker scored no benchmark item: no action pair was trained")
+        self.candidate_settled()
 
     def publish_job_scores(self, owner_id: str, model_id: str, job_id: str) -> None:
         """Have the scorer publish a succeeded model's uploaded scores; a scorer that cannot fails nothing."""
@@ -203,6 +258,26 @@ class Dispatcher(RowDispatcher):
             published_traces=published.published,
             rejected_traces=published.rejected,
         )
+
+
+def benchmark_scores(objects: ObjectStore, key: str) -> dict[tuple[str, str], float]:
+    """The raw scores a candidate's worker left for its benchmark items, by (benchmark version id, item step id)."""
+    with tempfile.TemporaryDirectory(prefix="stash-candidate-scores-") as scratch:
+        folder = Path(scratch)
+        if ACTION_SCORES_FILE not in download_files(objects, key, folder, (ACTION_SCORES_FILE,)):
+            return {}
+        rows = read_jsonl(folder / ACTION_SCORES_FILE, _ItemScore)
+    return {(row.trace_id, row.step_id): row.score for row in rows}
+
+
+class _ItemScore(BaseModel):
+    """What a candidate's evaluation reads of a line of the worker's `action_scores.jsonl`."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+
+    trace_id: str
+    step_id: str
+    score: float
 
 
 def eval_split(traces: list[SourceTrace], stored: list[str] | None, seed: str) -> tuple[list[str], list[str]]:

@@ -6,6 +6,8 @@ gateway, which authenticates accounts and the operator's admin key.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import grpc
@@ -15,12 +17,21 @@ from sqlalchemy.orm import Session, sessionmaker
 from stash.rm.v1 import evaluator_pb2, evaluator_pb2_grpc
 from stash_common.db import transaction
 from stash_common.errors import InvalidArgument
-from stash_common.messages import struct_of, timestamp_of
+from stash_common.messages import json_of, struct_of, timestamp_of
 from stash_common.requests import owner_of
 from stash_common.storage import ObjectStore
-from stash_trainer.evaluator import benchmarks, consent, review
+from stash_trainer.dispatcher import Dispatcher
+from stash_trainer.evaluator import benchmarks, consent, releases, review
 from stash_trainer.evaluator.collection import ConsentedReader, collect
-from stash_trainer.evaluator.store import BenchmarkRow, ComparisonRow, ConsentRow, OperatorActionRow
+from stash_trainer.evaluator.store import (
+    BenchmarkRow,
+    CandidateRow,
+    ComparisonRow,
+    ConsentRow,
+    OperatorActionRow,
+    ReleaseRow,
+)
+from stash_trainer.store import RewardModelRow
 
 MAX_QUEUE = 50
 MAX_ACTIONS = 1000
@@ -34,13 +45,40 @@ class EvaluatorReader(ConsentedReader, Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class CandidateTraining:
+    """What starting a candidate needs: the dispatcher to wake, the defaults of a model, and who publishes."""
+
+    dispatcher: Dispatcher
+    default_base_model: str
+    compute: str
+    published: Callable[[], object]  # a release or rollback was recorded: publish it to the scorer
+
+
 class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
     """Consent, the corpus, its review, benchmarks and snapshots, over gRPC."""
 
-    def __init__(self, sessions: sessionmaker[Session], traces: EvaluatorReader, objects: ObjectStore) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        traces: EvaluatorReader,
+        objects: ObjectStore,
+        training: CandidateTraining,
+    ) -> None:
         self.sessions = sessions
         self.traces = traces
         self.objects = objects
+        self.training = training
+
+    def start_candidate(self, actor_id: str) -> evaluator_pb2.Candidate:
+        """Queue a candidate from a new corpus snapshot and wake the dispatchers."""
+        with transaction(self.sessions) as session:
+            row = releases.start_candidate(
+                session, self.objects, actor_id, self.training.default_base_model, self.training.compute
+            )
+            message = candidate_to_proto(row, session.get(RewardModelRow, row.id))
+        self.training.dispatcher.wake()
+        return message
 
     def GrantConsent(
         self, request: evaluator_pb2.GrantConsentRequest, context: grpc.ServicerContext
@@ -199,6 +237,114 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
                     for row in session.scalars(query)
                 ]
             )
+
+    def SetTrainingPolicy(
+        self, request: evaluator_pb2.SetTrainingPolicyRequest, context: grpc.ServicerContext
+    ) -> evaluator_pb2.SetTrainingPolicyResponse:
+        """Replace the training policy."""
+        with transaction(self.sessions) as session:
+            releases.set_policy(session, _actor(request.actor_id), json_of(request.policy) or {})
+            return evaluator_pb2.SetTrainingPolicyResponse(policy=_policy_message(session))
+
+    def GetTrainingPolicy(
+        self, request: evaluator_pb2.GetTrainingPolicyRequest, context: grpc.ServicerContext
+    ) -> evaluator_pb2.GetTrainingPolicyResponse:
+        """The training policy in force."""
+        with transaction(self.sessions) as session:
+            return evaluator_pb2.GetTrainingPolicyResponse(policy=_policy_message(session))
+
+    def TrainCandidate(
+        self, request: evaluator_pb2.TrainCandidateRequest, context: grpc.ServicerContext
+    ) -> evaluator_pb2.TrainCandidateResponse:
+        """Queue a candidate now."""
+        return evaluator_pb2.TrainCandidateResponse(candidate=self.start_candidate(_actor(request.actor_id)))
+
+    def ListCandidates(
+        self, request: evaluator_pb2.ListCandidatesRequest, context: grpc.ServicerContext
+    ) -> evaluator_pb2.ListCandidatesResponse:
+        """Every candidate, newest first."""
+        with transaction(self.sessions) as session:
+            found = releases.candidates(session)
+            return evaluator_pb2.ListCandidatesResponse(
+                candidates=[candidate_to_proto(row, model) for row, model in found]
+            )
+
+    def ApproveCandidate(
+        self, request: evaluator_pb2.ApproveCandidateRequest, context: grpc.ServicerContext
+    ) -> evaluator_pb2.ApproveCandidateResponse:
+        """Release a candidate awaiting approval."""
+        with transaction(self.sessions) as session:
+            row = releases.approve(session, _actor(request.actor_id), request.candidate_id)
+            session.flush()
+            message = release_to_proto(session, row)
+        self.training.published()
+        return evaluator_pb2.ApproveCandidateResponse(release=message)
+
+    def RollbackRelease(
+        self, request: evaluator_pb2.RollbackReleaseRequest, context: grpc.ServicerContext
+    ) -> evaluator_pb2.RollbackReleaseResponse:
+        """Make an earlier release current again."""
+        with transaction(self.sessions) as session:
+            row = releases.rollback(session, _actor(request.actor_id), request.number)
+            session.flush()
+            message = release_to_proto(session, row)
+        self.training.published()
+        return evaluator_pb2.RollbackReleaseResponse(release=message)
+
+    def ListReleases(
+        self, request: evaluator_pb2.ListReleasesRequest, context: grpc.ServicerContext
+    ) -> evaluator_pb2.ListReleasesResponse:
+        """Every release, newest first, and the current one."""
+        with transaction(self.sessions) as session:
+            return evaluator_pb2.ListReleasesResponse(
+                releases=[release_to_proto(session, row) for row in releases.releases(session)],
+                current=releases.current_number(session),
+            )
+
+
+def candidate_to_proto(row: CandidateRow, model: RewardModelRow | None) -> evaluator_pb2.Candidate:
+    """A candidate with its training model's state as a message."""
+    message = evaluator_pb2.Candidate(
+        id=row.id,
+        status=releases.status_of(row, model),
+        snapshot_id=row.snapshot_id,
+        policy=struct_of(row.policy),
+        gate=struct_of(row.gate),
+        reason=row.reason or (model.error if model is not None and model.error else ""),
+        created_by=row.created_by,
+        created_at=timestamp_of(row.created_at),
+        job_key=f"jobs/trainer/{model.job_id}" if model is not None and model.job_id else "",
+        num_pairs=(model.num_pairs or 0) if model is not None else 0,
+    )
+    message.benchmarks.extend([struct_of(entry) for entry in row.benchmarks])
+    message.report.extend([struct_of(entry) for entry in row.report or []])
+    return message
+
+
+def release_to_proto(session: Session, row: ReleaseRow) -> evaluator_pb2.Release:
+    """A release with its candidate's report, whether it is current and whether the scorer acknowledged it."""
+    candidate = session.get(CandidateRow, row.candidate_id)
+    message = evaluator_pb2.Release(
+        number=row.number,
+        candidate_id=row.candidate_id,
+        job_key=row.job_key,
+        released_by=row.released_by,
+        released_at=timestamp_of(row.released_at),
+        notes=row.notes,
+        current=releases.current_number(session) == row.number,
+        published=releases.acknowledged(session, row.number),
+    )
+    message.report.extend([struct_of(entry) for entry in (candidate.report if candidate is not None else None) or []])
+    return message
+
+
+def _policy_message(session: Session) -> evaluator_pb2.TrainingPolicy:
+    policy, row = releases.policy_of(session)
+    return evaluator_pb2.TrainingPolicy(
+        policy=struct_of(policy.model_dump()),
+        set_by=row.set_by if row is not None else "",
+        set_at=timestamp_of(row.set_at if row is not None else None),
+    )
 
 
 def consent_to_proto(row: ConsentRow) -> evaluator_pb2.Consent:

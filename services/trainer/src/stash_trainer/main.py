@@ -27,7 +27,8 @@ from stash_common.storage import make_object_store
 from stash_trainer.api import TrainerServicer
 from stash_trainer.clients import ScoreClient, TraceClient
 from stash_trainer.dispatcher import Dispatcher, JobSettings
-from stash_trainer.evaluator_api import EvaluatorServicer
+from stash_trainer.evaluator.publishing import ReleaseLoop
+from stash_trainer.evaluator_api import CandidateTraining, EvaluatorServicer
 from stash_trainer.pairs.feedback import make_extractor
 from stash_trainer.settings import TrainerSettings
 from stash_trainer.store import MIGRATIONS_DIR
@@ -67,6 +68,11 @@ def main() -> None:
         settings.signing_key,
     )
     wakeups = make_wakeups(settings.redis_url)
+
+    def start_scheduled(actor_id: str) -> object:
+        return evaluator.start_candidate(actor_id)
+
+    release_loop = ReleaseLoop(sessions, scores, wakeups, start_scheduled, settings.sweep_interval_s)
     dispatcher = Dispatcher(
         sessions,
         traces,
@@ -76,9 +82,11 @@ def main() -> None:
         wakeups,
         job_settings(settings),
         make_extractor(settings),
+        candidate_settled=release_loop.wake,
     )
     servicer = TrainerServicer(sessions, traces, scores, objects, dispatcher, settings.base_model, settings.launcher)
-    evaluator = EvaluatorServicer(sessions, traces, objects)
+    training = CandidateTraining(dispatcher, settings.base_model, settings.launcher, release_loop.wake)
+    evaluator = EvaluatorServicer(sessions, traces, objects, training)
 
     def register(server: grpc.Server) -> Sequence[str]:
         trainer_pb2_grpc.add_TrainerServiceServicer_to_server(servicer, server)
@@ -91,5 +99,10 @@ def main() -> None:
     def prepare() -> None:
         upgrade("trainer", MIGRATIONS_DIR, settings.database_url)
         dispatcher.start()
+        release_loop.start()
 
-    serve(settings, settings.port, register, engine, on_stop=dispatcher.stop, prepare=prepare)
+    def stop() -> None:
+        release_loop.stop()
+        dispatcher.stop()
+
+    serve(settings, settings.port, register, engine, on_stop=stop, prepare=prepare)

@@ -12,11 +12,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from stash_common.db import transaction
 from stash_common.errors import FailedPrecondition, InvalidArgument
 from stash_common.storage import LocalObjectStore
-from stash_trainer.evaluator import benchmarks, consent, review
-from stash_trainer.evaluator.collection import collect
-from stash_trainer.evaluator.corpus import ConsentedTrace, task_group
+from stash_trainer.evaluator import benchmarks, consent
+from stash_trainer.evaluator.corpus import ConsentedTrace
 from stash_trainer.evaluator.store import BenchmarkRow, ComparisonRow, OperatorActionRow, SnapshotRow
-from support.evaluator import MemoryReader, rated_trace
+from support.evaluator import admit_every_comparison, group, rated_trace
 
 TRACES = [
     rated_trace("alice", "a1", "refund 1"),
@@ -29,22 +28,8 @@ def objects_in(tmp_path: Path) -> LocalObjectStore:
     return LocalObjectStore(tmp_path / "objects", "http://127.0.0.1:1", b"k" * 32)
 
 
-def group(trace: ConsentedTrace) -> str:
-    return task_group(trace.trace)
-
-
 def admit_all(sessions: sessionmaker[Session], traces: list[ConsentedTrace] = TRACES) -> None:
-    """Consent for alice and bob, collect, and have carol admit every comparison (one review suffices)."""
-    with transaction(sessions) as session:
-        for owner in ("alice", "bob"):
-            consent.grant(session, owner, owner, "v1", None, set())
-        review.name_reviewer(session, "operator", "carol")
-        review.set_agreeing_reviews(session, "operator", 1)
-        collect(session, MemoryReader(traces), "operator")
-    with transaction(sessions) as session:
-        for item in review.queue(session, "carol", 100):
-            verdict = "better" if review.a_is_chosen(item.comparison_id, "carol") else "worse"
-            review.record_review(session, "carol", item.comparison_id, verdict, None)
+    admit_every_comparison(sessions, traces)
 
 
 def test_freezing_records_an_immutable_version_with_hash_slices_and_size(sessions: sessionmaker[Session]) -> None:

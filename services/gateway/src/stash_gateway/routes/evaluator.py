@@ -1,6 +1,7 @@
-"""/evaluator: an account's consent to improve the shared evaluator, and the independent review queue.
+"""/evaluator: an account's consent to improve the shared evaluator, the independent review queue, and the releases.
 
-The operator's side (reviewers, policy, statistics, benchmarks, snapshots) is `evaluator_admin.py`.
+Everyone may read the releases (their notes and accuracy). The operator's side (reviewers, policies, statistics,
+benchmarks, snapshots, candidates, approval and rollback) is `evaluator_admin.py`.
 """
 
 from __future__ import annotations
@@ -94,3 +95,19 @@ def post_review(services: Services, settings: Settings, body: ReviewBody, princi
         reviewer_id=principal.user_id, comparison_id=body.comparison_id, verdict=body.verdict, note=body.note
     )
     return message_json(services.evaluator.RecordReview(request, timeout=settings.rpc_timeout_s))
+
+
+@router.get("/releases", summary="The shared evaluator's releases")
+def get_releases(services: Services, settings: Settings, principal: Reader) -> dict[str, Any]:
+    """Every release (newest first) with its notes and benchmark accuracy, and the current release's number."""
+    request = evaluator_pb2.ListReleasesRequest()
+    response = services.evaluator.ListReleases(request, timeout=settings.rpc_timeout_s)
+    return releases_json(response)
+
+
+def releases_json(response: evaluator_pb2.ListReleasesResponse) -> dict[str, Any]:
+    """`{releases, current}`: current is null before the first release."""
+    return {
+        "releases": [message_json(release) for release in response.releases],
+        "current": response.current if response.HasField("current") else None,
+    }

@@ -13,9 +13,10 @@ from pydantic import Field
 
 from stash.rm.v1 import evaluator_pb2
 from stash_common.db import transaction
+from stash_common.messages import struct_of
 from stash_gateway.openapi import RequestBody
 from stash_gateway.routes.admin import ADMIN_PREFIX, require_admin
-from stash_gateway.routes.evaluator import message_json
+from stash_gateway.routes.evaluator import message_json, releases_json
 from stash_gateway.state import Services, Settings
 from stash_gateway.store import find_user
 
@@ -36,6 +37,22 @@ class PolicyBody(RequestBody):
     """`{agreeing_reviews}`."""
 
     agreeing_reviews: int = Field(ge=1, le=10, description="How many agreeing reviews admit a comparison")
+
+
+class TrainingPolicyBody(RequestBody):
+    """The training policy; a key left out takes its default."""
+
+    base_model: str | None = Field(default=None, min_length=1, max_length=500, description="None: the default")
+    epochs: int = Field(default=1, ge=1, le=50)
+    max_pairs: int = Field(default=2000, ge=2, le=100_000)
+    schedule_minutes: int = Field(default=0, ge=0, le=44_640, description="Between scheduled candidates; 0: off")
+    min_new_comparisons: int = Field(
+        default=50, ge=1, le=1_000_000, description="Newly admitted comparisons a scheduled candidate needs"
+    )
+    primary_benchmark: str | None = Field(default=None, min_length=1, max_length=100, description="None: first name")
+    margin: float = Field(default=0.0, ge=-1.0, le=1.0, description="How much better on the primary benchmark")
+    slice_tolerance: float = Field(default=0.05, ge=0.0, le=1.0, description="How much worse a slice may be")
+    auto_release: bool = Field(default=False, description="Release a passing candidate without approval")
 
 
 class FreezeBody(RequestBody):
@@ -117,3 +134,55 @@ def get_actions(
     message = evaluator_pb2.ListOperatorActionsRequest(limit=limit)
     response = services.evaluator.ListOperatorActions(message, timeout=settings.rpc_timeout_s)
     return [message_json(action) for action in response.actions]
+
+
+@router.put("/training-policy", summary="Set the training policy")
+def put_training_policy(
+    services: Services, settings: Settings, body: TrainingPolicyBody, operator: Operator
+) -> dict[str, Any]:
+    """What candidates train with, the schedule, and the release gate."""
+    policy = struct_of(body.model_dump())
+    message = evaluator_pb2.SetTrainingPolicyRequest(actor_id=operator, policy=policy)
+    return message_json(services.evaluator.SetTrainingPolicy(message, timeout=settings.rpc_timeout_s).policy)
+
+
+@router.get("/training-policy", summary="The training policy")
+def get_training_policy(services: Services, settings: Settings) -> dict[str, Any]:
+    """The policy in force with who set it and when (empty while the defaults apply)."""
+    message = evaluator_pb2.GetTrainingPolicyRequest()
+    return message_json(services.evaluator.GetTrainingPolicy(message, timeout=settings.rpc_timeout_s).policy)
+
+
+@router.post("/candidates", status_code=status.HTTP_201_CREATED, summary="Train a candidate")
+def post_candidate(services: Services, settings: Settings, operator: Operator) -> dict[str, Any]:
+    """Take a corpus snapshot and queue a candidate trained from it under the training policy."""
+    message = evaluator_pb2.TrainCandidateRequest(actor_id=operator)
+    return message_json(services.evaluator.TrainCandidate(message, timeout=settings.rpc_timeout_s).candidate)
+
+
+@router.get("/candidates", summary="Every candidate")
+def get_candidates(services: Services, settings: Settings) -> list[dict[str, Any]]:
+    """Newest first, with inputs, benchmark reports, the gate's decision and its reasons."""
+    response = services.evaluator.ListCandidates(evaluator_pb2.ListCandidatesRequest(), timeout=settings.rpc_timeout_s)
+    return [message_json(candidate) for candidate in response.candidates]
+
+
+@router.post("/candidates/{candidate_id}/approve", summary="Release a candidate awaiting approval")
+def post_approve(services: Services, settings: Settings, candidate_id: str, operator: Operator) -> dict[str, Any]:
+    """Number it as the next release and publish it to the scorer; 409 unless it passed the gate and waits."""
+    message = evaluator_pb2.ApproveCandidateRequest(actor_id=operator, candidate_id=candidate_id)
+    return message_json(services.evaluator.ApproveCandidate(message, timeout=settings.rpc_timeout_s).release)
+
+
+@router.post("/releases/{number}/rollback", summary="Roll back to an earlier release")
+def post_rollback(services: Services, settings: Settings, number: int, operator: Operator) -> dict[str, Any]:
+    """Make this release current again; the scorer shows its scores at once and rescores with it."""
+    message = evaluator_pb2.RollbackReleaseRequest(actor_id=operator, number=number)
+    return message_json(services.evaluator.RollbackRelease(message, timeout=settings.rpc_timeout_s).release)
+
+
+@router.get("/releases", summary="Every release")
+def get_releases(services: Services, settings: Settings) -> dict[str, Any]:
+    """Newest first, with whether the scorer acknowledged each; and the current release's number."""
+    response = services.evaluator.ListReleases(evaluator_pb2.ListReleasesRequest(), timeout=settings.rpc_timeout_s)
+    return releases_json(response)

@@ -133,3 +133,63 @@ class OperatorActionRow(Base):
     action: Mapped[str] = mapped_column(String(50))
     details: Mapped[dict[str, Any]] = mapped_column(JSON)
     at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class TrainingPolicyRow(Base):
+    """The training policy (one row, id 1): what a candidate trains with, when, and the release gate."""
+
+    __tablename__ = "evaluator_training_policy"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    policy: Mapped[dict[str, Any]] = mapped_column(JSON)
+    set_by: Mapped[str] = mapped_column(String(64))
+    set_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class CandidateRow(Base):
+    """A candidate evaluator: the reward model row its training job trains (same id), its recorded inputs,
+    and once evaluated its benchmark report and the gate's decision."""
+
+    __tablename__ = "evaluator_candidates"
+    __table_args__ = (Index("ix_evaluator_candidates_created", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    snapshot_id: Mapped[str] = mapped_column(String(36))
+    policy: Mapped[dict[str, Any]] = mapped_column(JSON)
+    benchmarks: Mapped[list[Any]] = mapped_column(JSON)
+    report: Mapped[list[Any] | None] = mapped_column(JSON)
+    gate: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # None while training; then refused | awaiting_approval | released (a failed training is the model's status).
+    decision: Mapped[str | None] = mapped_column(String(20))
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ReleaseRow(Base):
+    """A numbered release of a candidate."""
+
+    __tablename__ = "evaluator_release_decisions"
+
+    number: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    candidate_id: Mapped[str] = mapped_column(String(36), unique=True)
+    job_key: Mapped[str] = mapped_column(String(500))
+    notes: Mapped[str] = mapped_column(Text)
+    released_by: Mapped[str] = mapped_column(String(64))
+    released_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class PublicationRow(Base):
+    """One publication of a release to the scorer (a release, or a rollback to it), until the scorer acknowledged
+    it; the latest publication's release is the current one."""
+
+    __tablename__ = "evaluator_publications"
+    __table_args__ = (Index("ix_evaluator_publications_at", "published_at"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer)
+    # release | rollback
+    kind: Mapped[str] = mapped_column(String(20))
+    actor_id: Mapped[str] = mapped_column(String(64))
+    published_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    acknowledged_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

@@ -932,3 +932,506 @@ class ListOperatorActionsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListOperatorActionsResponse: _TypeAlias = ListOperatorActionsResponse  # noqa: Y015
+
+@_typing.final
+class SetTrainingPolicyRequest(_message.Message):
+    """Set the training policy."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTOR_ID_FIELD_NUMBER: _builtins.int
+    POLICY_FIELD_NUMBER: _builtins.int
+    actor_id: _builtins.str
+    """The operator."""
+    @_builtins.property
+    def policy(self) -> _struct_pb2.Struct:
+        """base_model, epochs, max_pairs, schedule_minutes, min_new_comparisons,
+        primary_benchmark, margin, slice_tolerance, auto_release; unset keys take their defaults.
+        """
+
+    def __init__(
+        self,
+        *,
+        actor_id: _builtins.str = ...,
+        policy: _struct_pb2.Struct | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["policy", b"policy"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor_id", b"actor_id", "policy", b"policy"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetTrainingPolicyRequest: _TypeAlias = SetTrainingPolicyRequest  # noqa: Y015
+
+@_typing.final
+class TrainingPolicy(_message.Message):
+    """The training policy in force."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POLICY_FIELD_NUMBER: _builtins.int
+    SET_BY_FIELD_NUMBER: _builtins.int
+    SET_AT_FIELD_NUMBER: _builtins.int
+    set_by: _builtins.str
+    """Who set it; empty while the defaults apply."""
+    @_builtins.property
+    def policy(self) -> _struct_pb2.Struct:
+        """Every key, defaults filled in."""
+
+    @_builtins.property
+    def set_at(self) -> _timestamp_pb2.Timestamp:
+        """When; unset while the defaults apply."""
+
+    def __init__(
+        self,
+        *,
+        policy: _struct_pb2.Struct | None = ...,
+        set_by: _builtins.str = ...,
+        set_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["policy", b"policy", "set_at", b"set_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["policy", b"policy", "set_at", b"set_at", "set_by", b"set_by"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TrainingPolicy: _TypeAlias = TrainingPolicy  # noqa: Y015
+
+@_typing.final
+class SetTrainingPolicyResponse(_message.Message):
+    """The policy set."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POLICY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def policy(self) -> Global___TrainingPolicy:
+        """The policy."""
+
+    def __init__(
+        self,
+        *,
+        policy: Global___TrainingPolicy | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["policy", b"policy"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["policy", b"policy"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetTrainingPolicyResponse: _TypeAlias = SetTrainingPolicyResponse  # noqa: Y015
+
+@_typing.final
+class GetTrainingPolicyRequest(_message.Message):
+    """Ask for the training policy."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTrainingPolicyRequest: _TypeAlias = GetTrainingPolicyRequest  # noqa: Y015
+
+@_typing.final
+class GetTrainingPolicyResponse(_message.Message):
+    """The training policy."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POLICY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def policy(self) -> Global___TrainingPolicy:
+        """The policy."""
+
+    def __init__(
+        self,
+        *,
+        policy: Global___TrainingPolicy | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["policy", b"policy"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["policy", b"policy"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTrainingPolicyResponse: _TypeAlias = GetTrainingPolicyResponse  # noqa: Y015
+
+@_typing.final
+class Candidate(_message.Message):
+    """One candidate evaluator."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    SNAPSHOT_ID_FIELD_NUMBER: _builtins.int
+    POLICY_FIELD_NUMBER: _builtins.int
+    BENCHMARKS_FIELD_NUMBER: _builtins.int
+    REPORT_FIELD_NUMBER: _builtins.int
+    GATE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CREATED_BY_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    RELEASE_NUMBER_FIELD_NUMBER: _builtins.int
+    JOB_KEY_FIELD_NUMBER: _builtins.int
+    NUM_PAIRS_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The candidate's id (its training job's reward model id)."""
+    status: _builtins.str
+    """training, failed, refused, awaiting_approval or released."""
+    snapshot_id: _builtins.str
+    """The corpus snapshot it trained on."""
+    reason: _builtins.str
+    """Why it failed or was refused; empty otherwise."""
+    created_by: _builtins.str
+    """Who started it ("schedule" for the schedule)."""
+    release_number: _builtins.int
+    """The release it became, when released."""
+    job_key: _builtins.str
+    """The training job's key (jobs/trainer/<job id>), once claimed."""
+    num_pairs: _builtins.int
+    """How many pairs it trained on, once known."""
+    @_builtins.property
+    def policy(self) -> _struct_pb2.Struct:
+        """The training policy it trained and was gated under."""
+
+    @_builtins.property
+    def benchmarks(self) -> _struct_pb2.ListValue:
+        """The benchmark versions it is evaluated on: id, name, version, content_hash."""
+
+    @_builtins.property
+    def report(self) -> _struct_pb2.ListValue:
+        """Per benchmark version: n, correct, accuracy, its 95 % Wilson interval, per-slice accuracy."""
+
+    @_builtins.property
+    def gate(self) -> _struct_pb2.Struct:
+        """The gate's decision: passed, compared_with (a release number or null), reasons."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        status: _builtins.str = ...,
+        snapshot_id: _builtins.str = ...,
+        policy: _struct_pb2.Struct | None = ...,
+        benchmarks: _struct_pb2.ListValue | None = ...,
+        report: _struct_pb2.ListValue | None = ...,
+        gate: _struct_pb2.Struct | None = ...,
+        reason: _builtins.str = ...,
+        created_by: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        release_number: _builtins.int | None = ...,
+        job_key: _builtins.str = ...,
+        num_pairs: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_release_number", b"_release_number", "benchmarks", b"benchmarks", "created_at", b"created_at", "gate", b"gate", "policy", b"policy", "release_number", b"release_number", "report", b"report"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_release_number", b"_release_number", "benchmarks", b"benchmarks", "created_at", b"created_at", "created_by", b"created_by", "gate", b"gate", "id", b"id", "job_key", b"job_key", "num_pairs", b"num_pairs", "policy", b"policy", "reason", b"reason", "release_number", b"release_number", "report", b"report", "snapshot_id", b"snapshot_id", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__release_number: _TypeAlias = _typing.Literal["release_number"]  # noqa: Y015
+    _WhichOneofArgType__release_number: _TypeAlias = _typing.Literal["_release_number", b"_release_number"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__release_number) -> _WhichOneofReturnType__release_number | None: ...
+
+Global___Candidate: _TypeAlias = Candidate  # noqa: Y015
+
+@_typing.final
+class TrainCandidateRequest(_message.Message):
+    """Train a candidate."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTOR_ID_FIELD_NUMBER: _builtins.int
+    actor_id: _builtins.str
+    """The operator."""
+    def __init__(
+        self,
+        *,
+        actor_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor_id", b"actor_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TrainCandidateRequest: _TypeAlias = TrainCandidateRequest  # noqa: Y015
+
+@_typing.final
+class TrainCandidateResponse(_message.Message):
+    """The candidate queued."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CANDIDATE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def candidate(self) -> Global___Candidate:
+        """The candidate."""
+
+    def __init__(
+        self,
+        *,
+        candidate: Global___Candidate | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["candidate", b"candidate"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate", b"candidate"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TrainCandidateResponse: _TypeAlias = TrainCandidateResponse  # noqa: Y015
+
+@_typing.final
+class ListCandidatesRequest(_message.Message):
+    """List candidates."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCandidatesRequest: _TypeAlias = ListCandidatesRequest  # noqa: Y015
+
+@_typing.final
+class ListCandidatesResponse(_message.Message):
+    """Every candidate."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CANDIDATES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___Candidate]:
+        """Newest first."""
+
+    def __init__(
+        self,
+        *,
+        candidates: _abc.Iterable[Global___Candidate] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCandidatesResponse: _TypeAlias = ListCandidatesResponse  # noqa: Y015
+
+@_typing.final
+class Release(_message.Message):
+    """One numbered release."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NUMBER_FIELD_NUMBER: _builtins.int
+    CANDIDATE_ID_FIELD_NUMBER: _builtins.int
+    JOB_KEY_FIELD_NUMBER: _builtins.int
+    RELEASED_BY_FIELD_NUMBER: _builtins.int
+    RELEASED_AT_FIELD_NUMBER: _builtins.int
+    NOTES_FIELD_NUMBER: _builtins.int
+    REPORT_FIELD_NUMBER: _builtins.int
+    CURRENT_FIELD_NUMBER: _builtins.int
+    PUBLISHED_FIELD_NUMBER: _builtins.int
+    number: _builtins.int
+    """Its number, from 1."""
+    candidate_id: _builtins.str
+    """The candidate it released."""
+    job_key: _builtins.str
+    """The training job whose checkpoint it is."""
+    released_by: _builtins.str
+    """Who released it ("gate" when released automatically)."""
+    notes: _builtins.str
+    """Its release notes: snapshot, size, accuracy on the primary benchmark."""
+    current: _builtins.bool
+    """Whether it is the current release."""
+    published: _builtins.bool
+    """Whether the scorer acknowledged its latest publication."""
+    @_builtins.property
+    def released_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was first released."""
+
+    @_builtins.property
+    def report(self) -> _struct_pb2.ListValue:
+        """Its candidate's benchmark report."""
+
+    def __init__(
+        self,
+        *,
+        number: _builtins.int = ...,
+        candidate_id: _builtins.str = ...,
+        job_key: _builtins.str = ...,
+        released_by: _builtins.str = ...,
+        released_at: _timestamp_pb2.Timestamp | None = ...,
+        notes: _builtins.str = ...,
+        report: _struct_pb2.ListValue | None = ...,
+        current: _builtins.bool = ...,
+        published: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["released_at", b"released_at", "report", b"report"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate_id", b"candidate_id", "current", b"current", "job_key", b"job_key", "notes", b"notes", "number", b"number", "published", b"published", "released_at", b"released_at", "released_by", b"released_by", "report", b"report"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Release: _TypeAlias = Release  # noqa: Y015
+
+@_typing.final
+class ApproveCandidateRequest(_message.Message):
+    """Approve a candidate."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTOR_ID_FIELD_NUMBER: _builtins.int
+    CANDIDATE_ID_FIELD_NUMBER: _builtins.int
+    actor_id: _builtins.str
+    """The operator."""
+    candidate_id: _builtins.str
+    """The candidate."""
+    def __init__(
+        self,
+        *,
+        actor_id: _builtins.str = ...,
+        candidate_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor_id", b"actor_id", "candidate_id", b"candidate_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApproveCandidateRequest: _TypeAlias = ApproveCandidateRequest  # noqa: Y015
+
+@_typing.final
+class ApproveCandidateResponse(_message.Message):
+    """The release made."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RELEASE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def release(self) -> Global___Release:
+        """The release."""
+
+    def __init__(
+        self,
+        *,
+        release: Global___Release | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["release", b"release"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["release", b"release"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApproveCandidateResponse: _TypeAlias = ApproveCandidateResponse  # noqa: Y015
+
+@_typing.final
+class RollbackReleaseRequest(_message.Message):
+    """Roll back."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTOR_ID_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    actor_id: _builtins.str
+    """The operator."""
+    number: _builtins.int
+    """The earlier release to make current."""
+    def __init__(
+        self,
+        *,
+        actor_id: _builtins.str = ...,
+        number: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor_id", b"actor_id", "number", b"number"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RollbackReleaseRequest: _TypeAlias = RollbackReleaseRequest  # noqa: Y015
+
+@_typing.final
+class RollbackReleaseResponse(_message.Message):
+    """The release made current again."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RELEASE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def release(self) -> Global___Release:
+        """The release."""
+
+    def __init__(
+        self,
+        *,
+        release: Global___Release | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["release", b"release"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["release", b"release"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RollbackReleaseResponse: _TypeAlias = RollbackReleaseResponse  # noqa: Y015
+
+@_typing.final
+class ListReleasesRequest(_message.Message):
+    """List releases."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListReleasesRequest: _TypeAlias = ListReleasesRequest  # noqa: Y015
+
+@_typing.final
+class ListReleasesResponse(_message.Message):
+    """Every release."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RELEASES_FIELD_NUMBER: _builtins.int
+    CURRENT_FIELD_NUMBER: _builtins.int
+    current: _builtins.int
+    """The current release's number; unset before the first release."""
+    @_builtins.property
+    def releases(self) -> _containers.RepeatedCompositeFieldContainer[Global___Release]:
+        """Newest first."""
+
+    def __init__(
+        self,
+        *,
+        releases: _abc.Iterable[Global___Release] | None = ...,
+        current: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_current", b"_current", "current", b"current"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_current", b"_current", "current", b"current", "releases", b"releases"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__current: _TypeAlias = _typing.Literal["current"]  # noqa: Y015
+    _WhichOneofArgType__current: _TypeAlias = _typing.Literal["_current", b"_current"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__current) -> _WhichOneofReturnType__current | None: ...
+
+Global___ListReleasesResponse: _TypeAlias = ListReleasesResponse  # noqa: Y015

@@ -107,6 +107,41 @@ class EvaluatorServiceStub:
                 request_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ListOperatorActionsRequest.SerializeToString,
                 response_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ListOperatorActionsResponse.FromString,
                 _registered_method=True)
+        self.SetTrainingPolicy = channel.unary_unary(
+                '/stash.rm.v1.EvaluatorService/SetTrainingPolicy',
+                request_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.SetTrainingPolicyRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.SetTrainingPolicyResponse.FromString,
+                _registered_method=True)
+        self.GetTrainingPolicy = channel.unary_unary(
+                '/stash.rm.v1.EvaluatorService/GetTrainingPolicy',
+                request_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.GetTrainingPolicyRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.GetTrainingPolicyResponse.FromString,
+                _registered_method=True)
+        self.TrainCandidate = channel.unary_unary(
+                '/stash.rm.v1.EvaluatorService/TrainCandidate',
+                request_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.TrainCandidateRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.TrainCandidateResponse.FromString,
+                _registered_method=True)
+        self.ListCandidates = channel.unary_unary(
+                '/stash.rm.v1.EvaluatorService/ListCandidates',
+                request_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ListCandidatesRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ListCandidatesResponse.FromString,
+                _registered_method=True)
+        self.ApproveCandidate = channel.unary_unary(
+                '/stash.rm.v1.EvaluatorService/ApproveCandidate',
+                request_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ApproveCandidateRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ApproveCandidateResponse.FromString,
+                _registered_method=True)
+        self.RollbackRelease = channel.unary_unary(
+                '/stash.rm.v1.EvaluatorService/RollbackRelease',
+                request_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.RollbackReleaseRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.RollbackReleaseResponse.FromString,
+                _registered_method=True)
+        self.ListReleases = channel.unary_unary(
+                '/stash.rm.v1.EvaluatorService/ListReleases',
+                request_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ListReleasesRequest.SerializeToString,
+                response_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ListReleasesResponse.FromString,
+                _registered_method=True)
 
 
 class EvaluatorServiceServicer:
@@ -213,6 +248,55 @@ class EvaluatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetTrainingPolicy(self, request, context):
+        """Set the training policy: what a candidate trains with, when, and the release gate (operator).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTrainingPolicy(self, request, context):
+        """The training policy in force (operator).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TrainCandidate(self, request, context):
+        """Train a candidate from a new corpus snapshot now (operator).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListCandidates(self, request, context):
+        """Every candidate with its inputs, benchmark report and gate decision, newest first (operator).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApproveCandidate(self, request, context):
+        """Release a candidate that passed the gate and waits for approval (operator).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RollbackRelease(self, request, context):
+        """Make an earlier release current again (operator).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListReleases(self, request, context):
+        """Every release with its notes and accuracy, newest first, and the current one (everyone).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -285,6 +369,41 @@ def add_EvaluatorServiceServicer_to_server(servicer, server):
                     servicer.ListOperatorActions,
                     request_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ListOperatorActionsRequest.FromString,
                     response_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ListOperatorActionsResponse.SerializeToString,
+            ),
+            'SetTrainingPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetTrainingPolicy,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.SetTrainingPolicyRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.SetTrainingPolicyResponse.SerializeToString,
+            ),
+            'GetTrainingPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTrainingPolicy,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.GetTrainingPolicyRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.GetTrainingPolicyResponse.SerializeToString,
+            ),
+            'TrainCandidate': grpc.unary_unary_rpc_method_handler(
+                    servicer.TrainCandidate,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.TrainCandidateRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.TrainCandidateResponse.SerializeToString,
+            ),
+            'ListCandidates': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCandidates,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ListCandidatesRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ListCandidatesResponse.SerializeToString,
+            ),
+            'ApproveCandidate': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApproveCandidate,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ApproveCandidateRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ApproveCandidateResponse.SerializeToString,
+            ),
+            'RollbackRelease': grpc.unary_unary_rpc_method_handler(
+                    servicer.RollbackRelease,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.RollbackReleaseRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.RollbackReleaseResponse.SerializeToString,
+            ),
+            'ListReleases': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListReleases,
+                    request_deserializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ListReleasesRequest.FromString,
+                    response_serializer=stash_dot_rm_dot_v1_dot_evaluator__pb2.ListReleasesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -668,6 +787,195 @@ class EvaluatorService:
             '/stash.rm.v1.EvaluatorService/ListOperatorActions',
             stash_dot_rm_dot_v1_dot_evaluator__pb2.ListOperatorActionsRequest.SerializeToString,
             stash_dot_rm_dot_v1_dot_evaluator__pb2.ListOperatorActionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetTrainingPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.EvaluatorService/SetTrainingPolicy',
+            stash_dot_rm_dot_v1_dot_evaluator__pb2.SetTrainingPolicyRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_evaluator__pb2.SetTrainingPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTrainingPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.EvaluatorService/GetTrainingPolicy',
+            stash_dot_rm_dot_v1_dot_evaluator__pb2.GetTrainingPolicyRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_evaluator__pb2.GetTrainingPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TrainCandidate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.EvaluatorService/TrainCandidate',
+            stash_dot_rm_dot_v1_dot_evaluator__pb2.TrainCandidateRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_evaluator__pb2.TrainCandidateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCandidates(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.EvaluatorService/ListCandidates',
+            stash_dot_rm_dot_v1_dot_evaluator__pb2.ListCandidatesRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_evaluator__pb2.ListCandidatesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApproveCandidate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.EvaluatorService/ApproveCandidate',
+            stash_dot_rm_dot_v1_dot_evaluator__pb2.ApproveCandidateRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_evaluator__pb2.ApproveCandidateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RollbackRelease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.EvaluatorService/RollbackRelease',
+            stash_dot_rm_dot_v1_dot_evaluator__pb2.RollbackReleaseRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_evaluator__pb2.RollbackReleaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListReleases(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stash.rm.v1.EvaluatorService/ListReleases',
+            stash_dot_rm_dot_v1_dot_evaluator__pb2.ListReleasesRequest.SerializeToString,
+            stash_dot_rm_dot_v1_dot_evaluator__pb2.ListReleasesResponse.FromString,
             options,
             channel_credentials,
             insecure,

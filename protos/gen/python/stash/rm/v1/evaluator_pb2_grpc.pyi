@@ -64,6 +64,20 @@ class EvaluatorServiceStub:
     """Store the training corpus in object storage (operator)."""
     ListOperatorActions: _grpc.UnaryUnaryMultiCallable[_evaluator_pb2.ListOperatorActionsRequest, _evaluator_pb2.ListOperatorActionsResponse]
     """What operators did, newest first (operator)."""
+    SetTrainingPolicy: _grpc.UnaryUnaryMultiCallable[_evaluator_pb2.SetTrainingPolicyRequest, _evaluator_pb2.SetTrainingPolicyResponse]
+    """Set the training policy: what a candidate trains with, when, and the release gate (operator)."""
+    GetTrainingPolicy: _grpc.UnaryUnaryMultiCallable[_evaluator_pb2.GetTrainingPolicyRequest, _evaluator_pb2.GetTrainingPolicyResponse]
+    """The training policy in force (operator)."""
+    TrainCandidate: _grpc.UnaryUnaryMultiCallable[_evaluator_pb2.TrainCandidateRequest, _evaluator_pb2.TrainCandidateResponse]
+    """Train a candidate from a new corpus snapshot now (operator)."""
+    ListCandidates: _grpc.UnaryUnaryMultiCallable[_evaluator_pb2.ListCandidatesRequest, _evaluator_pb2.ListCandidatesResponse]
+    """Every candidate with its inputs, benchmark report and gate decision, newest first (operator)."""
+    ApproveCandidate: _grpc.UnaryUnaryMultiCallable[_evaluator_pb2.ApproveCandidateRequest, _evaluator_pb2.ApproveCandidateResponse]
+    """Release a candidate that passed the gate and waits for approval (operator)."""
+    RollbackRelease: _grpc.UnaryUnaryMultiCallable[_evaluator_pb2.RollbackReleaseRequest, _evaluator_pb2.RollbackReleaseResponse]
+    """Make an earlier release current again (operator)."""
+    ListReleases: _grpc.UnaryUnaryMultiCallable[_evaluator_pb2.ListReleasesRequest, _evaluator_pb2.ListReleasesResponse]
+    """Every release with its notes and accuracy, newest first, and the current one (everyone)."""
 
 @_typing.type_check_only
 class EvaluatorServiceAsyncStub(EvaluatorServiceStub):
@@ -101,6 +115,20 @@ class EvaluatorServiceAsyncStub(EvaluatorServiceStub):
     """Store the training corpus in object storage (operator)."""
     ListOperatorActions: _aio.UnaryUnaryMultiCallable[_evaluator_pb2.ListOperatorActionsRequest, _evaluator_pb2.ListOperatorActionsResponse]  # type: ignore[assignment]
     """What operators did, newest first (operator)."""
+    SetTrainingPolicy: _aio.UnaryUnaryMultiCallable[_evaluator_pb2.SetTrainingPolicyRequest, _evaluator_pb2.SetTrainingPolicyResponse]  # type: ignore[assignment]
+    """Set the training policy: what a candidate trains with, when, and the release gate (operator)."""
+    GetTrainingPolicy: _aio.UnaryUnaryMultiCallable[_evaluator_pb2.GetTrainingPolicyRequest, _evaluator_pb2.GetTrainingPolicyResponse]  # type: ignore[assignment]
+    """The training policy in force (operator)."""
+    TrainCandidate: _aio.UnaryUnaryMultiCallable[_evaluator_pb2.TrainCandidateRequest, _evaluator_pb2.TrainCandidateResponse]  # type: ignore[assignment]
+    """Train a candidate from a new corpus snapshot now (operator)."""
+    ListCandidates: _aio.UnaryUnaryMultiCallable[_evaluator_pb2.ListCandidatesRequest, _evaluator_pb2.ListCandidatesResponse]  # type: ignore[assignment]
+    """Every candidate with its inputs, benchmark report and gate decision, newest first (operator)."""
+    ApproveCandidate: _aio.UnaryUnaryMultiCallable[_evaluator_pb2.ApproveCandidateRequest, _evaluator_pb2.ApproveCandidateResponse]  # type: ignore[assignment]
+    """Release a candidate that passed the gate and waits for approval (operator)."""
+    RollbackRelease: _aio.UnaryUnaryMultiCallable[_evaluator_pb2.RollbackReleaseRequest, _evaluator_pb2.RollbackReleaseResponse]  # type: ignore[assignment]
+    """Make an earlier release current again (operator)."""
+    ListReleases: _aio.UnaryUnaryMultiCallable[_evaluator_pb2.ListReleasesRequest, _evaluator_pb2.ListReleasesResponse]  # type: ignore[assignment]
+    """Every release with its notes and accuracy, newest first, and the current one (everyone)."""
 
 class EvaluatorServiceServicer(metaclass=_abc_1.ABCMeta):
     """EvaluatorService holds the shared evaluator's data, served by the trainer:
@@ -219,5 +247,61 @@ class EvaluatorServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_evaluator_pb2.ListOperatorActionsResponse, _abc.Awaitable[_evaluator_pb2.ListOperatorActionsResponse]]:
         """What operators did, newest first (operator)."""
+
+    @_abc_1.abstractmethod
+    def SetTrainingPolicy(
+        self,
+        request: _evaluator_pb2.SetTrainingPolicyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_evaluator_pb2.SetTrainingPolicyResponse, _abc.Awaitable[_evaluator_pb2.SetTrainingPolicyResponse]]:
+        """Set the training policy: what a candidate trains with, when, and the release gate (operator)."""
+
+    @_abc_1.abstractmethod
+    def GetTrainingPolicy(
+        self,
+        request: _evaluator_pb2.GetTrainingPolicyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_evaluator_pb2.GetTrainingPolicyResponse, _abc.Awaitable[_evaluator_pb2.GetTrainingPolicyResponse]]:
+        """The training policy in force (operator)."""
+
+    @_abc_1.abstractmethod
+    def TrainCandidate(
+        self,
+        request: _evaluator_pb2.TrainCandidateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_evaluator_pb2.TrainCandidateResponse, _abc.Awaitable[_evaluator_pb2.TrainCandidateResponse]]:
+        """Train a candidate from a new corpus snapshot now (operator)."""
+
+    @_abc_1.abstractmethod
+    def ListCandidates(
+        self,
+        request: _evaluator_pb2.ListCandidatesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_evaluator_pb2.ListCandidatesResponse, _abc.Awaitable[_evaluator_pb2.ListCandidatesResponse]]:
+        """Every candidate with its inputs, benchmark report and gate decision, newest first (operator)."""
+
+    @_abc_1.abstractmethod
+    def ApproveCandidate(
+        self,
+        request: _evaluator_pb2.ApproveCandidateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_evaluator_pb2.ApproveCandidateResponse, _abc.Awaitable[_evaluator_pb2.ApproveCandidateResponse]]:
+        """Release a candidate that passed the gate and waits for approval (operator)."""
+
+    @_abc_1.abstractmethod
+    def RollbackRelease(
+        self,
+        request: _evaluator_pb2.RollbackReleaseRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_evaluator_pb2.RollbackReleaseResponse, _abc.Awaitable[_evaluator_pb2.RollbackReleaseResponse]]:
+        """Make an earlier release current again (operator)."""
+
+    @_abc_1.abstractmethod
+    def ListReleases(
+        self,
+        request: _evaluator_pb2.ListReleasesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_evaluator_pb2.ListReleasesResponse, _abc.Awaitable[_evaluator_pb2.ListReleasesResponse]]:
+        """Every release with its notes and accuracy, newest first, and the current one (everyone)."""
 
 def add_EvaluatorServiceServicer_to_server(servicer: EvaluatorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,166 @@
+"""Candidates, the release gate, numbered releases, rollbacks and their pending publications, on both databases.
+
+The scores a candidate's worker would leave are given here directly; the real training that produces them is
+tests/e2e/test_evaluator_releases.py.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from stash_common.db import transaction, utc_now
+from stash_common.errors import FailedPrecondition, InvalidArgument, NotFound
+from stash_common.storage import LocalObjectStore
+from stash_trainer import store
+from stash_trainer.evaluator import benchmarks, releases
+from stash_trainer.evaluator.gate import decide, wilson
+from stash_trainer.evaluator.store import OperatorActionRow
+from support.evaluator import admit_every_comparison, group, rated_trace
+
+TRACES = [
+    rated_trace("alice", "a1", "refund 1"),
+    rated_trace("alice", "a2", "refund 2"),
+    rated_trace("bob", "b1", "refund 3"),
+    rated_trace("bob", "b2", "refund 4"),
+]
+
+
+@pytest.fixture
+def objects(tmp_path: Path) -> LocalObjectStore:
+    return LocalObjectStore(tmp_path / "objects", "http://127.0.0.1:1", b"k" * 32)
+
+
+@pytest.fixture
+def frozen(sessions: sessionmaker[Session]) -> str:
+    """Every comparison admitted, and bob's two task groups frozen as benchmark core; its version id."""
+    admit_every_comparison(sessions, TRACES)
+    with transaction(sessions) as session:
+        return benchmarks.freeze(session, "ann", "core", [group(TRACES[2]), group(TRACES[3])]).id
+
+
+def trained(sessions: sessionmaker[Session], objects: LocalObjectStore, actor: str = "ann") -> str:
+    """A candidate started and claimed by a dispatcher (its model has a job id); its id."""
+    with transaction(sessions) as session:
+        candidate_id = releases.start_candidate(session, objects, actor, "base", "local").id
+    with transaction(sessions) as session:
+        assert store.claim(session, candidate_id) is not None
+    return candidate_id
+
+
+def scores(sessions: sessionmaker[Session], objects: LocalObjectStore, candidate_id: str, right: int) -> dict:
+    """Worker scores on the candidate's benchmark items: the first `right` comparisons the right way round."""
+    with transaction(sessions) as session:
+        _, items = releases.training_inputs(session, objects, candidate_id, 0)
+    comparisons = sorted({item["step_id"].rsplit(":", 1)[0] for item in items})
+    result = {}
+    for position, item in enumerate(items):
+        comparison, side = item["step_id"].rsplit(":", 1)
+        good = comparisons.index(comparison) < right
+        result[(item["trace_id"], item["step_id"])] = float((side == "better") == good) + position * 1e-6
+    return result
+
+
+def test_wilson_interval_matches_the_textbook_values() -> None:
+    low, high = wilson(8, 10)
+    assert (round(low, 3), round(high, 3)) == (0.490, 0.943)
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_a_candidate_records_its_inputs_and_trains_from_the_snapshot(
+    sessions: sessionmaker[Session], objects: LocalObjectStore, frozen: str
+) -> None:
+    candidate_id = trained(sessions, objects)
+
+    with transaction(sessions) as session:
+        ((row, model),) = releases.candidates(session)
+        lines, items = releases.training_inputs(session, objects, candidate_id, 0)
+        assert model is not None and releases.is_candidate(model) and model.owner_id == releases.EVALUATOR_OWNER
+        assert [entry["id"] for entry in row.benchmarks] == [frozen] and row.policy["epochs"] == 1
+        assert releases.status_of(row, model) == "training"
+    held = {trace for line in lines for trace in line["trace_ids"]}
+    assert held == {"a1", "a2"}  # the benchmark's traces never train
+    assert {item["trace_id"] for item in items} == {frozen} and len(items) % 2 == 0
+
+
+def test_a_candidate_needs_a_frozen_benchmark(sessions: sessionmaker[Session], objects: LocalObjectStore) -> None:
+    admit_every_comparison(sessions, TRACES)
+    with pytest.raises(FailedPrecondition, match="freeze a benchmark first"), transaction(sessions) as session:
+        releases.start_candidate(session, objects, "ann", "base", "local")
+
+
+def test_first_passes_against_no_evaluator_worse_is_refused_better_released_and_rollback_republishes(
+    sessions: sessionmaker[Session], objects: LocalObjectStore, frozen: str
+) -> None:
+    first = trained(sessions, objects)
+    with transaction(sessions) as session:
+        size = len(releases.training_inputs(session, objects, first, 0)[1]) // 2
+        row = releases.settle(session, first, scores(sessions, objects, first, size - 1))
+        assert (row.decision, row.gate) == ("awaiting_approval", {"passed": True, "compared_with": None, "reasons": []})
+    with transaction(sessions) as session:
+        assert releases.approve(session, "ann", first).number == 1
+    with pytest.raises(FailedPrecondition, match="only a candidate awaiting approval"), transaction(sessions) as s:
+        releases.approve(s, "ann", first)
+
+    worse = trained(sessions, objects)
+    with transaction(sessions) as session:
+        row = releases.settle(session, worse, scores(sessions, objects, worse, 0))
+        assert row.decision == "refused" and row.gate is not None and row.gate["compared_with"] == 1
+        assert "on core v1 accuracy 0.000 is not at least release 1's" in (row.reason or "")
+
+    with transaction(sessions) as session:
+        releases.set_policy(session, "ann", {"auto_release": True, "epochs": 2})
+    better = trained(sessions, objects)
+    with transaction(sessions) as session:
+        row = releases.settle(session, better, scores(sessions, objects, better, size))
+        assert row.decision == "released" and row.policy["epochs"] == 2
+        assert releases.current_number(session) == 2
+
+    with transaction(sessions) as session:
+        releases.rollback(session, "ann", 1)
+    with transaction(sessions) as session:
+        assert releases.current_number(session) == 1
+        assert [(p.number, p.kind) for p in releases.pending(session)] == [
+            (1, "release"),
+            (2, "release"),
+            (1, "rollback"),
+        ]
+        actions = [a.action for a in session.scalars(select(OperatorActionRow))]
+        assert {"release", "rollback", "set_training_policy", "train_candidate"} <= set(actions)
+        notes = releases.releases(session)[-1].notes
+        assert f"accuracy {(size - 1) / size:.3f} on core v1" in notes
+    with pytest.raises(FailedPrecondition, match="already the current release"), transaction(sessions) as session:
+        releases.rollback(session, "ann", 1)
+    with pytest.raises(NotFound, match="release 9"), transaction(sessions) as session:
+        releases.rollback(session, "ann", 9)
+
+
+def test_a_slice_worse_than_the_tolerance_fails_the_gate() -> None:
+    def entry(overall: float, tool: float) -> dict:
+        slices = {"action_type": {"tool_call": {"accuracy": tool}, "response": {"accuracy": overall}}}
+        return {"benchmark_id": "b", "name": "core", "version": 1, "accuracy": overall, "slices": slices}
+
+    refused = decide([entry(0.9, 0.5)], (3, [entry(0.8, 0.7)]), None, 0.0, 0.1)
+    passed = decide([entry(0.9, 0.65)], (3, [entry(0.8, 0.7)]), None, 0.0, 0.1)
+
+    assert not refused.passed and "slice action_type=tool_call accuracy 0.500" in refused.reasons[0]
+    assert passed.passed and passed.compared_with == 3
+
+
+def test_the_policy_is_validated_and_the_schedule_waits_for_new_comparisons(
+    sessions: sessionmaker[Session], objects: LocalObjectStore, frozen: str
+) -> None:
+    with pytest.raises(InvalidArgument, match="epochs"), transaction(sessions) as session:
+        releases.set_policy(session, "ann", {"epochs": 0})
+    with transaction(sessions) as session:
+        assert not releases.due(session, utc_now())  # no schedule
+        releases.set_policy(session, "ann", {"schedule_minutes": 60, "min_new_comparisons": 1})
+        assert releases.due(session, utc_now())
+    trained(sessions, objects)
+    with transaction(sessions) as session:
+        assert not releases.due(session, utc_now() + timedelta(hours=2))  # nothing new since its snapshot
+        assert releases.policy_of(session)[1] is not None
