@@ -135,6 +135,13 @@ EXPECTED_RPCS: dict[str, tuple[str, set[str]]] = {
             "ListBenchmarks",
             "TakeSnapshot",
             "ListOperatorActions",
+            "SetTrainingPolicy",
+            "GetTrainingPolicy",
+            "TrainCandidate",
+            "ListCandidates",
+            "ApproveCandidate",
+            "RollbackRelease",
+            "ListReleases",
         },
     ),
 }

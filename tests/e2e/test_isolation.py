@@ -53,6 +53,8 @@ NOT_OWNER_SCOPED = {
     "/api/v1/admin/users/{name_or_id}": "operator route behind the admin key, which belongs to no owner",
     "/api/v1/admin/users/{name_or_id}/keys": "operator route behind the admin key, which belongs to no owner",
     "/api/v1/admin/evaluator/reviewers/{name_or_id}": "operator route behind the admin key, which belongs to no owner",
+    "/api/v1/admin/evaluator/candidates/{candidate_id}/approve": "operator route: a candidate belongs to no owner",
+    "/api/v1/admin/evaluator/releases/{number}/rollback": "operator route: a release is the same for everyone",
     "/api/v1/rm/artifacts/{key}": "no bearer at all: a signed URL, whose signature is the check",
 }
 # Task ids are names the agent chooses, not ids the platform hands out: A's calls address A's own task of that

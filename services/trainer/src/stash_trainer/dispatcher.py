@@ -140,10 +140,11 @@ class Dispatcher(RowDispatcher):
         """Build the pairs, record them with the feedback report, and upload the job's files; their key."""
         with transaction(self.sessions) as session:
             row = store.running_job(session, row_id, job_id)
-            if releases.is_candidate(row):
-                return self.prepare_candidate(row_id, job_id)
+            candidate = releases.is_candidate(row)
             owner_id, trace_ids, config = row.owner_id, list(row.trace_ids), dict(row.training_config or {})
             max_pairs, epochs, base_model = row.max_pairs, row.epochs, row.base_model
+        if candidate:
+            return self.prepare_candidate(row_id, job_id)
         traces = [self.traces.source_trace(owner_id, trace_id) for trace_id in trace_ids]
         pair_set = build_pairs(traces, config or None, max_pairs, self.extractor, self.settings.seed)
         version_3 = config.get("input_version") == 3

@@ -69,6 +69,7 @@ def test_wilson_interval_matches_the_textbook_values() -> None:
     low, high = wilson(8, 10)
     assert (round(low, 3), round(high, 3)) == (0.490, 0.943)
     assert wilson(0, 0) == (0.0, 1.0)
+    assert wilson(4, 4)[1] == 1.0 and wilson(0, 4)[0] == 0.0
 
 
 def test_a_candidate_records_its_inputs_and_trains_from_the_snapshot(

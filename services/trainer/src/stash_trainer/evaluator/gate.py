@@ -45,7 +45,9 @@ def wilson(correct: int, n: int) -> tuple[float, float]:
     denominator = 1 + Z_95**2 / n
     centre = (p + Z_95**2 / (2 * n)) / denominator
     half = Z_95 * math.sqrt(p * (1 - p) / n + Z_95**2 / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if correct == 0 else max(0.0, centre - half)
+    high = 1.0 if correct == n else min(1.0, centre + half)  # exact at the ends, where rounding would miss
+    return low, high
 
 
 def accuracy(correct: int, n: int) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 // The REST API as the browser calls it: the session cookie authenticates, writes carry the CSRF token.
 
 const API = "/api/v1/rm";
+const ADMIN = "/api/v1/admin/";
 let csrfToken = "";
 
 /** An error answer of the API, with its `detail` worded as the API words it. */
@@ -24,12 +25,13 @@ function detailText(body, fallback) {
   return fallback;
 }
 
-/** Call `path` (under /ui or the API prefix); JSON in, JSON (or text) out; ApiError on 4xx/5xx. */
-export async function request(method, path, body) {
-  const headers = { Accept: "application/json" };
+/** Call `path` (under /ui, /api/v1/admin or the API prefix); JSON in, JSON (or text) out; ApiError on 4xx/5xx.
+ * `extra` headers go with it (the operator's admin key, held only in the page's memory). */
+export async function request(method, path, body, extra = {}) {
+  const headers = { Accept: "application/json", ...extra };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (method !== "GET") headers["X-Stash-CSRF"] = csrfToken;
-  const url = path.startsWith("/ui/") ? path : API + path;
+  const url = path.startsWith("/ui/") || path.startsWith(ADMIN) ? path : API + path;
   const response = await fetch(url, {
     method,
     headers,
@@ -56,6 +58,8 @@ export const post = (path, body) => request("POST", path, body);
 export const patch = (path, body) => request("PATCH", path, body);
 export const put = (path, body) => request("PUT", path, body);
 export const del = (path) => request("DELETE", path);
+/** A GET of an operator's route (under /api/v1/admin) with the admin key the operator typed. */
+export const adminGet = (path, key) => request("GET", ADMIN + path, undefined, { Authorization: `Bearer ${key}` });
 
 /** A query string of the set values of `params`. */
 export function query(params) {

@@ -1,7 +1,9 @@
-// The shared evaluator: the account's consent (give for all traces, revoke, see what it contributed) and the
-// independent review queue (context, then actions A and B in an order drawn for the reviewer, no origin).
+// The shared evaluator: its releases with their notes and accuracy (everyone), the account's consent (give for
+// all traces, revoke, see what it contributed), the independent review queue (context, then actions A and B in
+// an order drawn for the reviewer, no origin), and for the operator, who types the admin key (kept in this
+// page's memory only), the candidates with their benchmark reports and gate decisions and the corpus statistics.
 
-import { ApiError, del, get, post, put } from "./api.js";
+import { ApiError, adminGet, del, get, post, put } from "./api.js";
 import { guardWrite, h, localTime, replace, startScreen } from "./dom.js";
 
 // The consent text the page shows; its version is recorded with the consent.
@@ -19,14 +21,107 @@ const VERDICTS = [
 
 export async function renderEvaluator(screen, session) {
   const current = startScreen();
-  const [consent, queue] = await Promise.all([get("/evaluator/consent"), loadQueue()]);
+  const [consent, queue, released] = await Promise.all([get("/evaluator/consent"), loadQueue(), get("/evaluator/releases")]);
   if (!current()) return;
   replace(
     screen,
     h("header", { class: "screen-head" }, h("h1", {}, "Shared evaluator")),
+    releasesSection(released),
     consentCard(screen, session, consent),
     queueSection(screen, session, queue),
+    operatorSection(),
   );
+}
+
+function percent(value) {
+  return value === null || value === undefined ? "–" : `${(value * 100).toFixed(1)} %`;
+}
+
+function reportTable(report) {
+  if (!report.length) return h("p", { class: "hint" }, "No benchmark report.");
+  const slices = (entry) =>
+    Object.entries(entry.slices)
+      .flatMap(([dimension, values]) => Object.entries(values).map(([value, part]) => `${dimension}=${value}: ${percent(part.accuracy)} (n=${part.n})`))
+      .join(" · ");
+  return h(
+    "table",
+    { class: "evaluator-report" },
+    h("thead", {}, h("tr", {}, h("th", {}, "Benchmark"), h("th", {}, "Accuracy"), h("th", {}, "95 % interval"), h("th", {}, "n"), h("th", {}, "Slices"))),
+    h(
+      "tbody",
+      {},
+      report.map((entry) =>
+        h("tr", {}, h("td", {}, `${entry.name} v${entry.version}`), h("td", { class: "report-accuracy" }, percent(entry.accuracy)), h("td", {}, `${percent(entry.low)} – ${percent(entry.high)}`), h("td", {}, String(entry.n)), h("td", { class: "hint" }, slices(entry))),
+      ),
+    ),
+  );
+}
+
+function releasesSection(released) {
+  const head = h("h2", {}, "Releases");
+  if (!released.releases.length) return h("section", { class: "card evaluator-releases", id: "evaluator-releases" }, head, h("p", { class: "empty", id: "no-release" }, "No shared evaluator released yet: traces are scored once the operator releases the first one."));
+  return h(
+    "section",
+    { class: "card evaluator-releases", id: "evaluator-releases" },
+    head,
+    released.releases.map((release) =>
+      h(
+        "article",
+        { class: "release", dataset: { release: String(release.number) } },
+        h("h3", {}, `Release ${release.number}`, release.current ? h("span", { class: "badge current-release" }, "current") : null, release.published ? null : h("span", { class: "badge" }, "publishing")),
+        h("p", { class: "hint" }, `Released ${localTime(release.released_at)} by ${release.released_by}.`),
+        h("p", { class: "release-notes" }, release.notes),
+        reportTable(release.report),
+      ),
+    ),
+  );
+}
+
+function operatorSection() {
+  const key = h("input", { type: "password", id: "admin-key", placeholder: "Admin key", autocomplete: "off" });
+  const error = h("p", { class: "form-error", role: "alert" });
+  const body = h("div", { id: "operator-view" });
+  const show = async () => {
+    try {
+      const [candidates, stats] = await Promise.all([adminGet("evaluator/candidates", key.value), adminGet("evaluator/stats", key.value)]);
+      error.textContent = "";
+      replace(body, statsCard(stats), candidatesList(candidates));
+    } catch (failure) {
+      error.textContent = failure.message;
+    }
+  };
+  return h(
+    "section",
+    { class: "evaluator-operator", id: "evaluator-operator" },
+    h("h2", {}, "Operator"),
+    h("p", { class: "hint" }, "Candidates, their benchmark reports and gate decisions, and the corpus statistics need the admin key; it stays in this page only."),
+    h("div", { class: "actions" }, key, h("button", { id: "operator-show", onclick: show }, "Show candidates")),
+    error,
+    body,
+  );
+}
+
+function statsCard(stats) {
+  const counts = stats.stats.by_status || {};
+  const text = Object.entries(counts).map(([status, count]) => `${count} ${status}`).join(", ") || "no comparisons yet";
+  return h("p", { class: "hint", id: "corpus-stats" }, `Corpus: ${text}; ${stats.reviewer_ids.length} reviewers; ${stats.disagreements.length} disagreements.`);
+}
+
+function candidatesList(candidates) {
+  if (!candidates.length) return h("p", { class: "empty", id: "no-candidates" }, "No candidate yet: `stash-rm evaluator train` starts one.");
+  return candidates.map((candidate) => {
+    const gate = candidate.gate || {};
+    const against = gate.compared_with ? `release ${gate.compared_with}` : "no evaluator";
+    const decision = candidate.status === "training" ? "Training…" : gate.passed ? `Passed the gate against ${against}.` : `Refused against ${against}: ${candidate.reason}`;
+    return h(
+      "article",
+      { class: `card candidate candidate-${candidate.status}`, dataset: { candidate: candidate.id } },
+      h("h3", {}, `Candidate of ${localTime(candidate.created_at)}`, h("span", { class: "badge candidate-status" }, candidate.status.replace("_", " "))),
+      h("p", { class: "hint" }, `Started by ${candidate.created_by}; snapshot ${candidate.snapshot_id}; ${candidate.num_pairs} pairs; ${candidate.policy.epochs} epoch(s); benchmarks ${candidate.benchmarks.map((b) => `${b.name} v${b.version}`).join(", ")}.`),
+      h("p", { class: "gate-decision" }, decision),
+      reportTable(candidate.report),
+    );
+  });
 }
 
 async function loadQueue() {
