@@ -11,6 +11,8 @@ reason; the third, under a lenient gate and automatic release, becomes release 2
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -169,10 +171,16 @@ def test_gated_releases_refusal_and_rollback_with_real_training(
     scored = waited("a trace scored by release 2", SCORING_WAIT_S, lambda: _scored(alice, corpus[0], 2))
     assert scored["current_release"] == 2 and scored["action_scores"]
 
-    rolled = operator(stack, "rollback", "1")
-    assert rolled["number"] == 1
-    assert alice.get("/evaluator/releases").json()["current"] == 1
-    waited("the scorer acknowledged the rollback", 60, lambda: _published(alice, 1))
+    scorer = stack.pid("scorer")
+    os.kill(scorer, signal.SIGSTOP)  # the scorer stops answering: the rollback waits for it, and is not lost
+    try:
+        rolled = operator(stack, "rollback", "1")
+        assert (rolled["number"], rolled["current"], rolled["published"]) == (1, True, False)
+        time.sleep(2)
+        assert alice.get("/evaluator/releases").json()["releases"][1]["published"] is False
+    finally:
+        os.kill(scorer, signal.SIGCONT)
+    waited("the scorer acknowledged the rollback", 120, lambda: _published(alice, 1))
     shared = waited("release 1 current at the scorer", 60, lambda: _current_at_scorer(alice, corpus[0], 1))
     assert shared["current_release"] == 1
     actions = [item["action"] for item in reading(stack, "actions")]
@@ -185,6 +193,8 @@ def test_the_evaluator_page_shows_releases_to_everyone_and_candidates_to_the_ope
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         page = browser.new_context(base_url=stack.gateway_url, viewport=VIEWPORT).new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
         sign_in(page, alice_key)
         page.click("nav a:text('Shared evaluator')")
         expect(page.locator("#evaluator-releases article.release")).to_have_count(2)
@@ -198,12 +208,14 @@ def test_the_evaluator_page_shows_releases_to_everyone_and_candidates_to_the_ope
         expect(page.locator("#evaluator-operator .form-error")).to_contain_text("invalid admin key")
         page.fill("#admin-key", stack.env["STASH_ADMIN_KEY"])
         page.click("#operator-show")
+        expect(page.locator("#corpus-stats")).to_contain_text("admitted")
+        expect(page.locator("#evaluator-operator .form-error")).to_be_empty()
         expect(page.locator("article.candidate")).to_have_count(3)
         expect(page.locator("article.candidate-refused .gate-decision")).to_contain_text("plus the margin 1")
         expect(page.locator("article.candidate-released .gate-decision")).to_contain_text("against release 1")
-        expect(page.locator("#corpus-stats")).to_contain_text("admitted")
         screenshot(page, "evaluator-candidates")
         browser.close()
+    assert not errors, errors
 
 
 def _published(client: httpx.Client, number: int) -> bool | None:

@@ -34,6 +34,7 @@ def test_consent_then_an_independent_review_in_the_browser(
     sign_in(page, alice_key)
     page.click("nav a:text('Shared evaluator')")
     expect(page.locator("#consent-status")).to_contain_text("Not sharing")
+    expect(page.locator("#no-release")).to_contain_text("No shared evaluator released yet")
     expect(page.locator("#not-reviewer")).to_contain_text("only evaluator reviewers")
     page.click("#consent-grant")
     expect(page.locator("#consent-status")).to_contain_text("Sharing all your traces")

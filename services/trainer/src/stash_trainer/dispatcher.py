@@ -17,6 +17,12 @@ which the worker ignores; `stash_common.jobs.training_scores`), before the job's
 deleted. A trained checkpoint outweighs its scores, so a scorer out of reach is logged, fails
 nothing, and leaves those traces to the scorer's own background scoring.
 
+A shared evaluator candidate (`stash_trainer.evaluator.releases`) is a model of the service account
+`shared-evaluator` and takes the same path: its job trains on its corpus snapshot's pairs and then scores
+both actions of every benchmark comparison (as action items). Once it succeeded the scorer is told its
+job, retried while out of reach since a release names that job after its files are gone, and the
+candidate's report and gate decision are recorded from the scores its worker left.
+
 This is policy, not transport: no gRPC and no `stash.rm.v1` message reaches it
 (`stash_trainer.clients` is the edge), which an import-linter contract keeps true.
 """
@@ -37,7 +43,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from stash_common.coordination import Wakeups
 from stash_common.db import transaction
-from stash_common.errors import StashError
+from stash_common.errors import StashError, Unavailable
 from stash_common.jobs.dispatch import LEASE_S, DispatchTiming, RowDispatcher, RowJobKind
 from stash_common.jobs.files import read_jsonl
 from stash_common.jobs.launch import JobEnd, Launcher
@@ -55,6 +61,7 @@ from stash_trainer.pairs.inputs import SourceTrace
 
 log = structlog.get_logger()
 SERVICE = "trainer"
+MAX_RETRY_S = 30.0  # the longest wait between two attempts to reach the scorer with a candidate's job
 JOB_KIND = RowJobKind(
     service=SERVICE,
     worker="train",
@@ -224,10 +231,27 @@ class Dispatcher(RowDispatcher):
             succeeded = row is not None and row.status == store.SUCCEEDED and row.job_id == job_id
             owner_id = row.owner_id if row is not None else ""
             candidate = row is not None and releases.is_candidate(row)
-        if succeeded:
-            self.publish_job_scores(owner_id, row_id, job_id)
         if succeeded and candidate:
+            self.introduce_candidate(row_id, job_id)
             self.settle_candidate(row_id, job_id)
+        elif succeeded:
+            self.publish_job_scores(owner_id, row_id, job_id)
+
+    def introduce_candidate(self, row_id: str, job_id: str) -> None:
+        """Tell the scorer a candidate's training job while its files exist, since a release names the job: the
+        scorer finds the checkpoint by it later. Retried while the scorer is out of reach."""
+        delay_s = 1.0
+        while not self._stopping.is_set():
+            try:
+                self.scores.publish_training_scores(releases.EVALUATOR_OWNER, row_id, job_key(SERVICE, job_id))
+                return
+            except Unavailable as error:
+                log.info("the scorer is out of reach; telling it the candidate again", error=error.message)
+                self._stopping.wait(delay_s)
+                delay_s = min(delay_s * 2, MAX_RETRY_S)
+            except StashError as error:
+                log.warning("the scorer refused a candidate's training job", candidate_id=row_id, error=error.message)
+                return
 
     def settle_candidate(self, row_id: str, job_id: str) -> None:
         """Evaluate a trained candidate on its benchmarks from the scores its worker left, and gate it."""

@@ -37,7 +37,7 @@ function percent(value) {
   return value === null || value === undefined ? "–" : `${(value * 100).toFixed(1)} %`;
 }
 
-function reportTable(report) {
+function reportTable(report = []) {
   if (!report.length) return h("p", { class: "hint" }, "No benchmark report.");
   const slices = (entry) =>
     Object.entries(entry.slices)
@@ -82,9 +82,10 @@ function operatorSection() {
   const error = h("p", { class: "form-error", role: "alert" });
   const body = h("div", { id: "operator-view" });
   const show = async () => {
+    error.textContent = "";
+    body.replaceChildren();
     try {
       const [candidates, stats] = await Promise.all([adminGet("evaluator/candidates", key.value), adminGet("evaluator/stats", key.value)]);
-      error.textContent = "";
       replace(body, statsCard(stats), candidatesList(candidates));
     } catch (failure) {
       error.textContent = failure.message;
@@ -104,7 +105,7 @@ function operatorSection() {
 function statsCard(stats) {
   const counts = stats.stats.by_status || {};
   const text = Object.entries(counts).map(([status, count]) => `${count} ${status}`).join(", ") || "no comparisons yet";
-  return h("p", { class: "hint", id: "corpus-stats" }, `Corpus: ${text}; ${stats.reviewer_ids.length} reviewers; ${stats.disagreements.length} disagreements.`);
+  return h("p", { class: "hint", id: "corpus-stats" }, `Corpus: ${text}; ${stats.reviewer_ids.length} reviewers; ${(stats.disagreements || []).length} disagreements.`);
 }
 
 function candidatesList(candidates) {
@@ -117,7 +118,7 @@ function candidatesList(candidates) {
       "article",
       { class: `card candidate candidate-${candidate.status}`, dataset: { candidate: candidate.id } },
       h("h3", {}, `Candidate of ${localTime(candidate.created_at)}`, h("span", { class: "badge candidate-status" }, candidate.status.replace("_", " "))),
-      h("p", { class: "hint" }, `Started by ${candidate.created_by}; snapshot ${candidate.snapshot_id}; ${candidate.num_pairs} pairs; ${candidate.policy.epochs} epoch(s); benchmarks ${candidate.benchmarks.map((b) => `${b.name} v${b.version}`).join(", ")}.`),
+      h("p", { class: "hint" }, `Started by ${candidate.created_by}; snapshot ${candidate.snapshot_id}; ${candidate.num_pairs} pairs; ${candidate.policy.epochs} epoch(s); benchmarks ${(candidate.benchmarks || []).map((b) => `${b.name} v${b.version}`).join(", ")}.`),
       h("p", { class: "gate-decision" }, decision),
       reportTable(candidate.report),
     );
