@@ -167,6 +167,7 @@ def test_gated_releases_refusal_and_rollback_with_real_training(
     public = alice.get("/evaluator/releases").json()
     assert public["current"] == 2 and [item["number"] for item in public["releases"]] == [2, 1]
     assert public["releases"][0]["released_by"] == "gate" and "accuracy" in public["releases"][0]["notes"]
+    assert set(public["releases"][0]["report"][0]["slices"]) == {"action_type", "source_format"}
     waited("the scorer acknowledged release 2", 60, lambda: _published(alice, 2))
     scored = waited("a trace scored by release 2", SCORING_WAIT_S, lambda: _scored(alice, corpus[0], 2))
     assert scored["current_release"] == 2 and scored["action_scores"]
@@ -212,7 +213,8 @@ def test_the_evaluator_page_shows_releases_to_everyone_and_candidates_to_the_ope
         expect(page.locator("#evaluator-operator .form-error")).to_be_empty()
         expect(page.locator("article.candidate")).to_have_count(3)
         expect(page.locator("article.candidate-refused .gate-decision")).to_contain_text("plus the margin 1")
-        expect(page.locator("article.candidate-released .gate-decision")).to_contain_text("against release 1")
+        released = page.locator("article.candidate-released .gate-decision")  # newest first
+        expect(released).to_contain_text(["against release 1", "against no evaluator"])
         screenshot(page, "evaluator-candidates")
         browser.close()
     assert not errors, errors

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request, status
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, status
 from pydantic import Field
 
 from stash.rm.v1 import evaluator_pb2
@@ -31,6 +31,8 @@ def operator_of(x_stash_operator: Annotated[str | None, Header(max_length=64)] =
 
 
 Operator = Annotated[str, Depends(operator_of)]
+CandidateId = Annotated[str, Path(min_length=1, max_length=64, description="the candidate's id")]
+ReleaseNumber = Annotated[int, Path(ge=1, le=2**31 - 1, description="the release's number")]
 
 
 class PolicyBody(RequestBody):
@@ -168,14 +170,16 @@ def get_candidates(services: Services, settings: Settings) -> list[dict[str, Any
 
 
 @router.post("/candidates/{candidate_id}/approve", summary="Release a candidate awaiting approval")
-def post_approve(services: Services, settings: Settings, candidate_id: str, operator: Operator) -> dict[str, Any]:
+def post_approve(
+    services: Services, settings: Settings, candidate_id: CandidateId, operator: Operator
+) -> dict[str, Any]:
     """Number it as the next release and publish it to the scorer; 409 unless it passed the gate and waits."""
     message = evaluator_pb2.ApproveCandidateRequest(actor_id=operator, candidate_id=candidate_id)
     return message_json(services.evaluator.ApproveCandidate(message, timeout=settings.rpc_timeout_s).release)
 
 
 @router.post("/releases/{number}/rollback", summary="Roll back to an earlier release")
-def post_rollback(services: Services, settings: Settings, number: int, operator: Operator) -> dict[str, Any]:
+def post_rollback(services: Services, settings: Settings, number: ReleaseNumber, operator: Operator) -> dict[str, Any]:
     """Make this release current again; the scorer shows its scores at once and rescores with it."""
     message = evaluator_pb2.RollbackReleaseRequest(actor_id=operator, number=number)
     return message_json(services.evaluator.RollbackRelease(message, timeout=settings.rpc_timeout_s).release)
