@@ -77,7 +77,7 @@ def settled(stack: RunningStack, candidate_id: str) -> dict[str, Any]:
 
     def probe() -> dict[str, Any] | None:
         found = next(item for item in reading(stack, "candidates") if item["id"] == candidate_id)
-        return found if found["status"] != "training" else None
+        return found if found["status"] not in ("training", "evaluating") else None
 
     return waited(f"candidate {candidate_id} was not gated", TRAINING_WAIT_S, probe)
 
@@ -215,6 +215,7 @@ def test_the_evaluator_page_shows_releases_to_everyone_and_candidates_to_the_ope
         expect(page.locator("article.candidate-refused .gate-decision")).to_contain_text("plus the margin 1")
         released = page.locator("article.candidate-released .gate-decision")  # newest first
         expect(released).to_contain_text(["against release 1", "against no evaluator"])
+        page.locator("#evaluator-operator").scroll_into_view_if_needed()
         screenshot(page, "evaluator-candidates")
         browser.close()
     assert not errors, errors

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 import orjson
 import structlog
 from pydantic import BaseModel, ConfigDict
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash_common.coordination import Wakeups
@@ -61,6 +62,7 @@ from stash_trainer.pairs.inputs import SourceTrace
 
 log = structlog.get_logger()
 SERVICE = "trainer"
+SETTLE_ATTEMPTS = 3  # a candidate released at the same moment as another one is gated again
 MAX_RETRY_S = 30.0  # the longest wait between two attempts to reach the scorer with a candidate's job
 JOB_KIND = RowJobKind(
     service=SERVICE,
@@ -261,12 +263,19 @@ class Dispatcher(RowDispatcher):
             with transaction(self.sessions) as session:
                 releases.fail(session, row_id, f"the candidate's benchmark scores are unreadable: {error}")
             return
-        with transaction(self.sessions) as session:
-            if scores:
-                row = releases.settle(session, row_id, scores)
-                log.info("shared evaluator candidate gated", candidate_id=row_id, decision=row.decision)
-            else:
-                releases.fail(session, row_id, "the worker scored no benchmark item: no action pair was trained")
+        for attempt in range(SETTLE_ATTEMPTS):
+            try:
+                with transaction(self.sessions) as session:
+                    if scores:
+                        row = releases.settle(session, row_id, scores)
+                        log.info("shared evaluator candidate gated", candidate_id=row_id, decision=row.decision)
+                    else:
+                        reason = "the worker scored no benchmark item: no action pair was trained"
+                        releases.fail(session, row_id, reason)
+                break
+            except IntegrityError:  # another candidate took the release number first: gate again against it
+                if attempt == SETTLE_ATTEMPTS - 1:
+                    raise
         self.candidate_settled()
 
     def publish_job_scores(self, owner_id: str, model_id: str, job_id: str) -> None:

@@ -83,6 +83,8 @@ def test_a_candidate_records_its_inputs_and_trains_from_the_snapshot(
         assert model is not None and releases.is_candidate(model) and model.owner_id == releases.EVALUATOR_OWNER
         assert [entry["id"] for entry in row.benchmarks] == [frozen] and row.policy["epochs"] == 1
         assert releases.status_of(row, model) == "training"
+        store.finish(model, store.SUCCEEDED)
+        assert releases.status_of(row, model) == "evaluating"  # trained, not gated yet
     held = {trace for line in lines for trace in line["trace_ids"]}
     assert held == {"a1", "a2"}  # the benchmark's traces never train
     assert {item["trace_id"] for item in items} == {frozen} and len(items) % 2 == 0

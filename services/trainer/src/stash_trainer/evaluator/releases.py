@@ -50,7 +50,8 @@ EVALUATOR_OWNER = "shared-evaluator"  # the service account that owns every cand
 CANDIDATE_CONFIG = "evaluator_candidate"  # the training_config key that marks a candidate's model
 SCHEDULE_ACTOR = "schedule"
 GATE_ACTOR = "gate"
-TRAINING, FAILED, REFUSED, AWAITING, RELEASED = "training", "failed", "refused", "awaiting_approval", "released"
+TRAINING, EVALUATING, FAILED = "training", "evaluating", "failed"
+REFUSED, AWAITING, RELEASED = "refused", "awaiting_approval", "released"
 
 
 class TrainingPolicy(BaseModel):
@@ -264,10 +265,12 @@ def candidates(session: Session) -> list[tuple[CandidateRow, store.RewardModelRo
 
 
 def status_of(candidate: CandidateRow, model: store.RewardModelRow | None) -> str:
-    """training, failed, refused, awaiting_approval or released."""
+    """training, evaluating (trained, not gated yet), failed, refused, awaiting_approval or released."""
     if candidate.decision is not None:
         return candidate.decision
-    return FAILED if model is None or model.status == store.FAILED else TRAINING
+    if model is None or model.status == store.FAILED:
+        return FAILED
+    return EVALUATING if model.status == store.SUCCEEDED else TRAINING
 
 
 def due(session: Session, now: datetime) -> bool:

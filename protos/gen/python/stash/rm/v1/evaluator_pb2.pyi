@@ -1084,7 +1084,7 @@ class Candidate(_message.Message):
     id: _builtins.str
     """The candidate's id (its training job's reward model id)."""
     status: _builtins.str
-    """training, failed, refused, awaiting_approval or released."""
+    """training, evaluating, failed, refused, awaiting_approval or released."""
     snapshot_id: _builtins.str
     """The corpus snapshot it trained on."""
     reason: _builtins.str

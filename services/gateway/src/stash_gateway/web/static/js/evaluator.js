@@ -113,7 +113,7 @@ function candidatesList(candidates) {
   return candidates.map((candidate) => {
     const gate = candidate.gate || {};
     const against = gate.compared_with ? `release ${gate.compared_with}` : "no evaluator";
-    const decision = candidate.status === "training" ? "Training…" : gate.passed ? `Passed the gate against ${against}.` : `Refused against ${against}: ${candidate.reason}`;
+    const decision = candidate.status === "training" || candidate.status === "evaluating" ? "Not gated yet." : gate.passed ? `Passed the gate against ${against}.` : `Refused against ${against}: ${candidate.reason}`;
     return h(
       "article",
       { class: `card candidate candidate-${candidate.status}`, dataset: { candidate: candidate.id } },
