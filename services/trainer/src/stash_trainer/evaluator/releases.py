@@ -165,11 +165,7 @@ def settle(session: Session, candidate_id: str, scores: Mapping[tuple[str, str],
     report = [
         benchmark_report(
             {"id": version.id, "name": version.name, "version": version.version, "items": version.items},
-            {
-                (key.rsplit(":", 1)[0], key.rsplit(":", 1)[1]): score
-                for (version_id, key), score in scores.items()
-                if version_id == version.id
-            },
+            _item_scores(scores, version.id),
         )
         for version in _versions(session, row)
     ]
@@ -292,6 +288,16 @@ def new_comparisons(session: Session, last: CandidateRow | None) -> int:
     )
     snapshot = session.get(SnapshotRow, last.snapshot_id) if last is not None else None
     return eligible - (snapshot.size if snapshot is not None else 0)
+
+
+def _item_scores(scores: Mapping[tuple[str, str], float], version_id: str) -> dict[tuple[str, str], float]:
+    """One benchmark version's scores by (comparison id, "better" | "worse"), from the worker's step ids."""
+    found = {}
+    for (scored_version, step_id), score in scores.items():
+        comparison_id, _, side = step_id.rpartition(":")
+        if scored_version == version_id:
+            found[(comparison_id, side)] = score
+    return found
 
 
 def _publish(session: Session, number: int, kind: str, actor_id: str, at: datetime) -> None:
