@@ -15,7 +15,7 @@ from stash.rm.v1 import common_pb2, labeler_pb2
 from stash.rm.v1.labeler_pb2_grpc import LabelerServiceStub
 from stash_common.requests import PAGE_LIMIT_MAX
 from stash_gateway.peers import tolerating_outage
-from stash_gateway.rendering import enum_name, optional, struct_json, timestamp_json
+from stash_gateway.rest_json import enum_name, optional, struct_json, timestamp_json
 
 PATTERN_TRACES_MAX = 10_000
 IMPORTED, AUTOMATIC = "imported", "automatic"  # where a step reward or the task scores came from

@@ -23,7 +23,7 @@ from typing import Any
 from stash.rm.v1 import common_pb2, scorer_pb2
 from stash.rm.v1.scorer_pb2_grpc import ScorerServiceStub
 from stash_gateway.peers import tolerating_outage
-from stash_gateway.rendering import enum_name, optional, timestamp_json
+from stash_gateway.rest_json import enum_name, optional, timestamp_json
 
 
 def scoring_run_json(run: scorer_pb2.ScoringRun) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pydantic import Field
 from stash.rm.v1 import common_pb2, ingest_pb2
 from stash_gateway.auth import Writer
 from stash_gateway.openapi import ClosedBody, RequestBody
-from stash_gateway.rendering import annotation_json
+from stash_gateway.rest_json import annotation_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.state import Services, Settings
 

@@ -10,7 +10,7 @@ from pydantic import Field
 from stash.rm.v1 import common_pb2, gepa_pb2
 from stash_gateway.auth import Reader, Writer
 from stash_gateway.openapi import RequestBody
-from stash_gateway.rendering import enum_name, optional, timestamp_json
+from stash_gateway.rest_json import enum_name, optional, timestamp_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.state import Services, Settings
 

@@ -20,7 +20,7 @@ from stash_common.db import transaction
 from stash_gateway.accounts import Principal
 from stash_gateway.auth import Reader, Writer
 from stash_gateway.openapi import RequestBody
-from stash_gateway.rendering import timestamp_json
+from stash_gateway.rest_json import timestamp_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.routes.paging import Page
 from stash_gateway.routes.traces import TRACE_ORDERS, TraceSort, import_window, trace_page

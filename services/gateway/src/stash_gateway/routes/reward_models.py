@@ -14,7 +14,7 @@ from stash_common.model_quality import model_quality
 from stash_gateway.access import refuse_reviewed
 from stash_gateway.auth import Reader, Writer
 from stash_gateway.openapi import ClosedBody, RequestBody
-from stash_gateway.rendering import enum_name, optional, struct_json, timestamp_json
+from stash_gateway.rest_json import enum_name, optional, struct_json, timestamp_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.routes.exports import download
 from stash_gateway.state import Services, Settings

@@ -28,7 +28,7 @@ from stash_gateway.evaluations import (
 from stash_gateway.openapi import RequestBody
 from stash_gateway.peers import tolerating_outage
 from stash_gateway.rate_limits import ImportWriter
-from stash_gateway.rendering import enum_name, summary_json, trace_detail_json
+from stash_gateway.rest_json import enum_name, summary_json, trace_detail_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.routes.paging import Page
 from stash_gateway.scores import (

@@ -12,7 +12,7 @@ from stash_common.messages import timestamp_of
 from stash_gateway.auth import Reader, Writer
 from stash_gateway.evaluations import pattern_json
 from stash_gateway.openapi import ClosedBody, RequestBody
-from stash_gateway.rendering import timestamp_json
+from stash_gateway.rest_json import timestamp_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.state import Services, Settings
 

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from stash.rm.v1 import ingest_pb2
 from stash_gateway.rate_limits import ImportWriter
-from stash_gateway.rendering import enum_name
+from stash_gateway.rest_json import enum_name
 from stash_gateway.routes.traces import limited_body
 from stash_gateway.state import Services, Settings
 

@@ -3,7 +3,7 @@
 import pytest
 
 from stash.rm.v1 import common_pb2, labeler_pb2, trainer_pb2
-from stash_gateway.rendering import ProtoEnum, enum_name
+from stash_gateway.rest_json import ProtoEnum, enum_name
 
 # The REST spellings the API has always answered with, value by value.
 REST_NAMES: list[tuple[ProtoEnum, dict[int, str]]] = [
