@@ -14,8 +14,8 @@ from stash_common.server import start
 from stash_labeler.api import LabelerServicer
 from stash_labeler.assessments import FastModel
 from stash_labeler.chunks import Chunk
+from stash_labeler.clients import IngestClient
 from stash_labeler.evaluation_worker import EvaluationWorker, WorkerConfig
-from stash_labeler.ingest_client import IngestClient
 from stash_labeler.label_schema import LabelSource, StepLabel
 from stash_labeler.labeling.protocol import Labeler
 from stash_labeler.labeling.rule_labeler import label_chunks

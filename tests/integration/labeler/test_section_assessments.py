@@ -18,7 +18,7 @@ from stash_ingest.titles import derive_title
 from stash_labeler.assessments import AnthropicFastModel
 from stash_labeler.assessments.cache import claim
 from stash_labeler.assessments.summaries import ranges_of
-from stash_labeler.ingest_client import IngestClient
+from stash_labeler.clients import IngestClient
 from stash_labeler.labeling.rule_labeler import RuleLabeler
 from stash_labeler.store import SectionSummaryRow
 from support.fixtures import real_fixture

@@ -22,8 +22,8 @@ from stash_common.server import serve
 from stash_common.settings import load
 from stash_labeler.api import LabelerServicer
 from stash_labeler.assessments import AnthropicFastModel, FastModel
+from stash_labeler.clients import IngestClient
 from stash_labeler.evaluation_worker import EvaluationWorker, WorkerConfig
-from stash_labeler.ingest_client import IngestClient
 from stash_labeler.labeling.protocol import Labeler
 from stash_labeler.labeling.rule_labeler import RuleLabeler
 from stash_labeler.prm import LLMTrajectoryClassifier, ProcessModel

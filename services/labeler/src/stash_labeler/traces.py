@@ -1,7 +1,7 @@
 """The labeler's read-only view of ingest's traces, and what the labeler needs ingest to answer.
 
 Ingest owns traces; the labeler only reads them, at one revision at a time, through `TraceSource`.
-`ingest_client.IngestClient` is the gRPC implementation, where ingest's messages become these
+`clients.IngestClient` is the gRPC implementation, where ingest's messages become these
 dataclasses and its statuses become `stash_common.errors`, so nothing past the edge sees a message.
 """
 

@@ -230,7 +230,7 @@ def test_orphan_result_is_labelled_from_its_own_content() -> None:
 
 
 # BUG (labeling/rule_labeler.py docstring: "`result`: `error` for a result flagged as an error or with a non-zero
-# exit code"): the labeler reads traces through `ingest_client.trace_from_proto`, where a Struct turns exit_code 2
+# exit code"): the labeler reads traces through `clients.trace_from_proto`, where a Struct turns exit_code 2
 # into 2.0, and `isinstance(exit_code, int)` then refuses it, so a failed command is labelled `ok`.
 def test_non_zero_exit_code_from_the_ingest_proto_is_an_error() -> None:
     message = common_pb2.Step(

@@ -9,7 +9,7 @@ import pytest
 
 from stash.rm.v1 import common_pb2, ingest_pb2
 from stash_common.errors import FailedPrecondition, NotFound, StashError, Unavailable
-from stash_labeler.ingest_client import IngestClient, trace_from_proto
+from stash_labeler.clients import IngestClient, trace_from_proto
 from stash_labeler.traces import LabelerTrace, TraceRevision
 
 
