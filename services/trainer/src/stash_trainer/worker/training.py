@@ -2,8 +2,8 @@
 
 Loading, tokenisation, padding and scoring are the shared runtime (`stash_common.reward_model`), so the
 scorer reads a checkpoint exactly as it was trained. Speed on small CPUs comes from dynamic padding
-over length-bucketed batches (`batches.py`), fused
-AdamW, frozen token embeddings and gradient-free evaluation. On CUDA the forward pass runs under
+over length-bucketed batches (`batches.py`), a last BERT layer computed only for the position the
+head reads (`first_token.py`), fused AdamW, frozen token embeddings and gradient-free evaluation. On CUDA the forward pass runs under
 bf16 autocast with fp32 master weights, and activations are recomputed (gradient checkpointing,
 TRL's default) to keep a 0.6B decoder's activations at 16 sequences of 1024 tokens small on an A10G.
 """
@@ -27,6 +27,7 @@ from stash_common.reward_model.inference import collate, rewards, tokenize
 from stash_common.reward_model.window import WINDOW_TOKENS
 from stash_trainer.job_contract import TrainJob
 from stash_trainer.worker.batches import plan_batches
+from stash_trainer.worker.first_token import first_token_only
 from stash_trainer.worker.pairs import Pair
 
 ProgressCallback = Callable[[int, int, float], None]
@@ -104,14 +105,15 @@ def train_reward_model(
     optimizer, schedule = make_optimizer(model, job.learning_rate, total, device)
     rng, losses = random.Random(job.seed), []
     model.train()
-    for _ in range(job.epochs):
-        for batch in plan_batches(lengths, job.batch_size, rng):
-            ids, mask = collate(
-                [chosen[i] for i in batch] + [rejected[i] for i in batch], tokenizer.pad_token_id, device
-            )
-            losses.append(train_step(model, optimizer, schedule, ids, mask, device))
-            if on_progress is not None:
-                on_progress(len(losses), total, losses[-1])
+    with first_token_only(model):
+        for _ in range(job.epochs):
+            for batch in plan_batches(lengths, job.batch_size, rng):
+                ids, mask = collate(
+                    [chosen[i] for i in batch] + [rejected[i] for i in batch], tokenizer.pad_token_id, device
+                )
+                losses.append(train_step(model, optimizer, schedule, ids, mask, device))
+                if on_progress is not None:
+                    on_progress(len(losses), total, losses[-1])
     model.eval()
     tail = losses[-FINAL_LOSS_STEPS:]
     return TrainOutcome(steps=len(losses), final_loss=sum(tail) / len(tail))
