@@ -27,7 +27,7 @@ def first_token_only(model: PreTrainedModel) -> Iterator[None]:
     if layer is None:
         yield
         return
-    layer.forward = first_token_forward(layer)  # type: ignore[method-assign]
+    layer.forward = first_token_forward(layer)
     try:
         yield
     finally:

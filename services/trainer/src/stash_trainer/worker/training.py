@@ -3,9 +3,10 @@
 Loading, tokenisation, padding and scoring are the shared runtime (`stash_common.reward_model`), so the
 scorer reads a checkpoint exactly as it was trained. Speed on small CPUs comes from dynamic padding
 over length-bucketed batches (`batches.py`), a last BERT layer computed only for the position the
-head reads (`first_token.py`), fused AdamW, frozen token embeddings and gradient-free evaluation. On CUDA the forward pass runs under
-bf16 autocast with fp32 master weights, and activations are recomputed (gradient checkpointing,
-TRL's default) to keep a 0.6B decoder's activations at 16 sequences of 1024 tokens small on an A10G.
+head reads (`first_token.py`), fused AdamW, frozen token embeddings and gradient-free evaluation.
+On CUDA the forward pass runs under bf16 autocast with fp32 master weights, and activations are
+recomputed (gradient checkpointing, TRL's default) to keep a 0.6B decoder's activations at 16
+sequences of 1024 tokens small on an A10G.
 """
 
 from __future__ import annotations
