@@ -118,4 +118,4 @@ def test_a_stopped_redis_slows_nothing_down_and_is_logged_once(
     assert labelled == "succeeded"  # found by the labeler's polling, without a wake-up
     assert ready.status_code == 200 and ready.json()["stores"]["redis"] == "UNREACHABLE"
     lost = [line for line in complaints(stack.data_dir) if "wake-ups unavailable" in line]
-    assert lost and len(lost) == len(set(lost))  # once per loop, not once a second
+    assert lost and len(lost) == len(set(lost))  # once per loop (the trainer has two), not once a second

@@ -12,7 +12,7 @@ QUIET_LEVELS = frozenset({"debug", "info"})
 
 def complaints(data_dir: Path) -> list[str]:
     """Every record above info (warnings, errors), and every line that is no record (a traceback or warning a
-    library printed), as `<service>: <level> <event>`."""
+    library printed), as `<service>: <level> <event> <error>`, with `[loop <name>]` where a queue loop logged it."""
     found = []
     for log in sorted((data_dir / "logs").glob("*.log")):
         for line in log.read_text(errors="replace").splitlines():
@@ -22,7 +22,9 @@ def complaints(data_dir: Path) -> list[str]:
                 found.append(f"{log.stem}: unstructured {line[:300]}")
                 continue
             if record.get("level", "info") not in QUIET_LEVELS:
-                found.append(f"{log.stem}: {record.get('level')} {record.get('event')} {record.get('error', '')}"[:300])
+                loop = f" [loop {record['loop']}]" if "loop" in record else ""
+                event = f"{record.get('level')} {record.get('event')} {record.get('error', '')}{loop}"
+                found.append(f"{log.stem}: {event}"[:300])
     return found
 
 
