@@ -22,7 +22,7 @@ from stash_ingest.titles import derive_title
 from stash_labeler.labeling.rule_labeler import RuleLabeler
 from support.ingest import serve_ingest
 from support.labeler import RunningLabeler, serve_labeler
-from support.processes import free_port
+from support.processes import free_ports
 from support.scorer import RunningScorer, RunningTrainer, serve_scorer, serve_trainer
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def serve_backend(database_url: str, artifact_dir: Path) -> Iterator[Backend]:
         # The scorer's dispatcher launches `python -m support.scoring_worker`, which lives beside these tests.
         env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")])))
         env.delenv("STASH_TEST_SCORING_WORKER", raising=False)
-        ingest_port, labeler_port = free_port(), free_port()
+        ingest_port, labeler_port = free_ports(2)
         labeler_stub = labeler_pb2_grpc.LabelerServiceStub(open_channel(f"127.0.0.1:{labeler_port}"))
         announcer = Announcer(LabelerClient(labeler_stub).announce_revisions)
         ingest, stop_ingest = serve_ingest(database_url, derive_title, announcer, port=ingest_port)

@@ -20,9 +20,15 @@ GRPC_SERVICES = ("ingest", "labeler", "trainer", "scorer", "gepa")
 
 def free_port() -> int:
     """A TCP port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` different TCP ports nothing listens on right now. All are held bound until all are chosen:
+    a port released at once may be handed out again by the next bind to port 0, and two services of one
+    stack given the same port make the second one refuse to start."""
+    with refused_addresses(count) as addresses:
+        return [int(address.rsplit(":", 1)[1]) for address in addresses]
 
 
 @contextmanager
@@ -63,15 +69,15 @@ def wait_for_health(address: str, expected: str = "SERVING", timeout_s: float = 
 
 def stack_env(data_dir: Path, **extra: str) -> dict[str, str]:
     """An environment for a whole local stack on free ports, in `data_dir`."""
+    gateway_port, otlp_grpc_port, *service_ports = free_ports(2 + len(GRPC_SERVICES))
     env = {
         **os.environ,
         "STASH_DATA_DIR": str(data_dir),
-        "STASH_GATEWAY_PORT": str(free_port()),
-        "STASH_GATEWAY_OTLP_GRPC_PORT": str(free_port()),
+        "STASH_GATEWAY_PORT": str(gateway_port),
+        "STASH_GATEWAY_OTLP_GRPC_PORT": str(otlp_grpc_port),
         **extra,
     }
-    for name in GRPC_SERVICES:
-        port = free_port()
+    for name, port in zip(GRPC_SERVICES, service_ports, strict=True):
         env[f"STASH_{name.upper()}_PORT"] = str(port)
         env[f"STASH_{name.upper()}_ADDRESS"] = f"127.0.0.1:{port}"
     return env

@@ -26,12 +26,14 @@ from stash_ingest.limits import DEFAULT_LIMITS
 from stash_ingest.titles import derive_title
 from support.ingest import serve_ingest
 from support.otlp import chat_span, otlp_document, text_message
-from support.processes import free_port
+from support.processes import free_port, free_ports
 
 API = "/api/v1/rm"
-INGEST_PORT = free_port()
+INGEST_PORT, *UNUSED_PORTS = free_ports(5)
 # Ports nothing listens on: the labeler and scorer parts of a trace view are out of reach at once.
-UNUSED = {name: f"127.0.0.1:{free_port()}" for name in ("labeler", "trainer", "scorer", "gepa")}
+UNUSED = {
+    name: f"127.0.0.1:{port}" for name, port in zip(("labeler", "trainer", "scorer", "gepa"), UNUSED_PORTS, strict=True)
+}
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from stash_labeler.evaluation_worker import CLAIM_BATCH, WorkerConfig
 from stash_labeler.labeling.rule_labeler import RuleLabeler
 from support.ingest import OTHER_OWNER, OWNER, import_payload, serve_ingest, stash_line
 from support.labeler import serve_labeler
-from support.processes import free_port, wait_for_health
+from support.processes import free_port, free_ports, wait_for_health
 
 DEFAULTS = WorkerConfig()
 
@@ -38,7 +38,7 @@ class Services:
     def __init__(self, log_dir: Path, database_url: str) -> None:
         self.log_dir = log_dir
         self.database_url = database_url
-        self.ports = {"ingest": free_port(), "labeler": free_port()}
+        self.ports = dict(zip(("ingest", "labeler"), free_ports(2), strict=True))
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def env(self, **extra: str) -> dict[str, str]:
