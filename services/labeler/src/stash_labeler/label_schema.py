@@ -100,5 +100,9 @@ class StepLabel(BaseModel):
         return self.actor == "user" and self.verdict not in (None, "none") and self.verdict_target is not None
 
     def as_metadata(self) -> dict[str, object]:
-        """The label as `steps[].metadata.label`, without unset fields."""
-        return self.model_dump(exclude_none=True)
+        """The label as `steps[].metadata.label`, without unset fields.
+
+        Equal to `model_dump(exclude_none=True)`: every field is a str or a bool, so reading the fields in
+        their declared order is the dump, at a fraction of pydantic's cost (this runs once per chunk).
+        """
+        return {name: value for name, value in self.__dict__.items() if value is not None}

@@ -22,10 +22,12 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    Column,
     DateTime,
     Float,
     Index,
     Integer,
+    MetaData,
     String,
     Table,
     Text,
@@ -34,14 +36,15 @@ from sqlalchemy import (
     func,
     insert,
     select,
+    text,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from stash_common import owner_versions
-from stash_common.db import new_id, utc_now
+from stash_common.db import insert_rows, new_id, utc_now
 from stash_labeler.evaluation import Evaluation, KeptLabel
 from stash_labeler.label_schema import LabelSource, StepLabel
 from stash_labeler.labeling.protocol import ChunkLabel
@@ -420,7 +423,7 @@ def _keep_labels(session: Session, evaluated: Sequence[Evaluated], now: datetime
             "chunk_id": chunk_id,
             "owner_id": item.trace.owner_id,
             "fingerprint": kept.label.fingerprint,
-            "label": kept.label.label.model_dump(mode="json"),
+            "label": kept.label.label.as_metadata(),  # unset fields left out: they read back as None
             "source": kept.label.source.value,
             "model": kept.label.model,
             "distribution": kept.distribution,
@@ -431,13 +434,45 @@ def _keep_labels(session: Session, evaluated: Sequence[Evaluated], now: datetime
     ]
     if not rows:
         return
-    insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
-    statement = insert(ChunkLabelRow.__table__)
-    kept_columns = ("owner_id", "fingerprint", "label", "source", "model", "distribution")
+    if session.get_bind().dialect.name == "postgresql":
+        _copy_upsert_labels(session, rows)
+        return
+    statement = sqlite.insert(ChunkLabelRow.__table__)
     upsert = statement.on_conflict_do_update(
-        index_elements=["trace_id", "chunk_id"], set_={name: statement.excluded[name] for name in kept_columns}
+        index_elements=["trace_id", "chunk_id"], set_={name: statement.excluded[name] for name in KEPT_COLUMNS}
     )
     session.execute(upsert, rows)
+
+
+KEPT_COLUMNS = ("owner_id", "fingerprint", "label", "source", "model", "distribution")
+# The chunk labels of one save, copied in before they are upserted; emptied when the transaction commits.
+INCOMING_LABELS = Table(
+    "chunk_labels_incoming",
+    MetaData(),
+    *(Column(column.name, column.type) for column in ChunkLabelRow.__table__.columns),
+)
+
+
+def _copy_upsert_labels(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """Upsert on PostgreSQL through COPY into a temporary table and one INSERT … SELECT: a save holds about 75
+    labels per trace, which row-by-row upserts took a fifth of the worker's time to write. Each chunk appears
+    once per save (`save_evaluations` has each trace at most once)."""
+    session.execute(
+        text(
+            f"CREATE TEMPORARY TABLE IF NOT EXISTS {INCOMING_LABELS.name} "
+            f"(LIKE {ChunkLabelRow.__tablename__}) ON COMMIT DELETE ROWS"
+        )
+    )
+    columns = [column.name for column in INCOMING_LABELS.columns]
+    insert_rows(session, INCOMING_LABELS, columns, [[row[name] for name in columns] for row in rows])
+    names = ", ".join(columns)
+    updates = ", ".join(f"{name} = excluded.{name}" for name in KEPT_COLUMNS)
+    session.execute(
+        text(
+            f"INSERT INTO {ChunkLabelRow.__tablename__} ({names}) SELECT {names} FROM {INCOMING_LABELS.name} "
+            f"ON CONFLICT (trace_id, chunk_id) DO UPDATE SET {updates}"
+        )
+    )
 
 
 def _kept(row: ChunkLabelRow) -> KeptLabel:
