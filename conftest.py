@@ -19,11 +19,14 @@ import pytest
 import redis
 from fakes.llm_server import FakeLLM
 
+from support.models import new_bucket, offline_training_env
 from support.processes import free_port, wait_for_http
-from support.stack import RunningStack, running_stack
+from support.stack import RunningStack, cluster_env, running_stack
 
 POSTGRES_ADMIN_URL = os.environ.get("STASH_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_TEST_URL = os.environ.get("STASH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+# The session's cluster stack keeps its own Redis database: `redis_url` and `module_redis_url` empty REDIS_TEST_URL's.
+CLUSTER_STACK_REDIS_URL = os.environ.get("STASH_TEST_CLUSTER_REDIS_URL", "redis://127.0.0.1:6379/14")
 
 # Each test's tier, from the first of these folders (relative to the repository) that holds it; every other test is a
 # `unit` test. A test that declares a tier marker itself keeps it. The markers are registered in pyproject.toml.
@@ -200,3 +203,32 @@ def embedded_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running
     (`RunningStack.for_module`) and sees only their data."""
     with running_stack(tmp_path_factory.mktemp("embedded")) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def cluster_stack(
+    tmp_path_factory: pytest.TempPathFactory, migrated_template: str, s3_endpoint_url: str
+) -> Iterator[RunningStack]:
+    """One `stash-rm up` on the cluster profile for the whole session (its own database, Redis database and S3
+    bucket), training on the packaged model, shared like `embedded_stack` by the modules that need PostgreSQL,
+    Redis and S3 but neither stop its services nor need other settings; each module names its own users
+    (`RunningStack.for_module`). Changed traces wait an hour to be scored in the background, so a module that
+    scores asks for it, and a scoring run is the one its request made; request bodies are limited to 300 kB."""
+    postgres_url = create_database(migrated_template)
+    redis_client = redis.Redis.from_url(CLUSTER_STACK_REDIS_URL)
+    redis_client.flushdb()
+    try:
+        with running_stack(
+            tmp_path_factory.mktemp("cluster"),
+            **cluster_env(postgres_url, CLUSTER_STACK_REDIS_URL),
+            **offline_training_env(new_bucket(s3_endpoint_url, "stash-cluster"), s3_endpoint_url),
+            STASH_SCORER_MAX_LENGTH="128",
+            STASH_SCORER_DEBOUNCE_S="3600",
+            # Small enough for a test to send a body over it.
+            STASH_GATEWAY_MAX_BODY_BYTES="300000",
+        ) as running:
+            yield running
+    finally:
+        redis_client.flushdb()
+        redis_client.close()
+        drop_database(postgres_url)

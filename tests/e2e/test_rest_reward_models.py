@@ -3,7 +3,6 @@
 import io
 import tarfile
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -12,31 +11,20 @@ import pytest
 
 from stash_common.training_metrics import TRAINING_METRIC_KEYS
 from support.ingest import stash_line
-from support.models import new_bucket, offline_training_env, s3_client
-from support.stack import RunningStack, cluster_env, running_stack
+from support.models import s3_client
+from support.stack import RunningStack
 
 TRAINING_WAIT_S = 240
 
 
 @pytest.fixture(scope="module")
-def bucket(s3_endpoint_url: str) -> str:
-    return new_bucket(s3_endpoint_url, "stash-models")
+def stack(cluster_stack: RunningStack) -> RunningStack:
+    return cluster_stack.for_module("models")
 
 
 @pytest.fixture(scope="module")
-def stack(
-    tmp_path_factory: pytest.TempPathFactory,
-    module_postgres_url: str,
-    module_redis_url: str,
-    s3_endpoint_url: str,
-    bucket: str,
-) -> Iterator[RunningStack]:
-    with running_stack(
-        tmp_path_factory.mktemp("models"),
-        **cluster_env(module_postgres_url, module_redis_url),
-        **offline_training_env(bucket, s3_endpoint_url),
-    ) as running:
-        yield running
+def bucket(stack: RunningStack) -> str:
+    return stack.env["STASH_S3_BUCKET"]
 
 
 def _rated_traces(client: httpx.Client, count: int, prefix: str = "rated") -> list[str]:

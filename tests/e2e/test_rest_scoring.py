@@ -2,7 +2,7 @@
 its training scores, and POST /traces/{id}/score runs saved-checkpoint inference from S3 on a new trace."""
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -10,8 +10,7 @@ import orjson
 import pytest
 
 from support.ingest import stash_line
-from support.models import new_bucket, offline_training_env
-from support.stack import RunningStack, cluster_env, running_stack
+from support.stack import RunningStack
 
 TRAINING_WAIT_S = 240
 SCORING_WAIT_S = 240
@@ -19,27 +18,10 @@ RUN_KEYS = {"id", "trace_id", "reward_model_id", "status", "error", "created_at"
 
 
 @pytest.fixture(scope="module")
-def bucket(s3_endpoint_url: str) -> str:
-    return new_bucket(s3_endpoint_url, "stash-scoring")
-
-
-@pytest.fixture(scope="module")
-def stack(
-    tmp_path_factory: pytest.TempPathFactory,
-    module_postgres_url: str,
-    module_redis_url: str,
-    s3_endpoint_url: str,
-    bucket: str,
-) -> Iterator[RunningStack]:
-    with running_stack(
-        tmp_path_factory.mktemp("scoring"),
-        **cluster_env(module_postgres_url, module_redis_url),
-        **offline_training_env(bucket, s3_endpoint_url),
-        STASH_SCORER_MAX_LENGTH="128",
-        # New traces wait for an explicit request here, so that each request below is the one that scores.
-        STASH_SCORER_DEBOUNCE_S="3600",
-    ) as running:
-        yield running
+def stack(cluster_stack: RunningStack) -> RunningStack:
+    # The session's cluster stack waits an hour before scoring a change, so that each request below is the one
+    # that scores.
+    return cluster_stack.for_module("scoring")
 
 
 def _imported(client: httpx.Client, trace: dict[str, Any]) -> str:

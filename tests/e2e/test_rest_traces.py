@@ -1,6 +1,5 @@
 """The trace REST API end to end: real gateway and ingest processes on PostgreSQL, two users."""
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,22 +10,13 @@ import pytest
 from support.fixtures import REAL_FIXTURES
 from support.ingest import stash_line
 from support.processes import stash_rm
-from support.stack import RunningStack, cluster_env, running_stack
-
-BODY_LIMIT = 300_000
+from support.stack import RunningStack
 
 
 @pytest.fixture(scope="module")
-def stack(
-    tmp_path_factory: pytest.TempPathFactory, module_postgres_url: str, module_redis_url: str
-) -> Iterator[RunningStack]:
+def stack(cluster_stack: RunningStack) -> RunningStack:
     # The cluster profile: every service must be given what it needs (here: PostgreSQL and Redis URLs).
-    with running_stack(
-        tmp_path_factory.mktemp("rest"),
-        **cluster_env(module_postgres_url, module_redis_url),
-        STASH_GATEWAY_MAX_BODY_BYTES=str(BODY_LIMIT),
-    ) as running:
-        yield running
+    return cluster_stack.for_module("rest")
 
 
 def _import(client: httpx.Client, data: str, **fields: Any) -> httpx.Response:
@@ -82,8 +72,8 @@ def test_undetectable_payload_names_every_format_tried(alice: httpx.Client) -> N
     assert "tried: stash, otel" in response.json()["detail"]
 
 
-def test_body_over_the_limit_gets_413(alice: httpx.Client) -> None:
-    response = _import(alice, "x" * (BODY_LIMIT + 1))
+def test_body_over_the_limit_gets_413(stack: RunningStack, alice: httpx.Client) -> None:
+    response = _import(alice, "x" * (int(stack.env["STASH_GATEWAY_MAX_BODY_BYTES"]) + 1))
 
     assert response.status_code == 413
     assert "limit" in response.json()["detail"]
@@ -170,16 +160,17 @@ def test_import_date_filter_is_inclusive_of_today(alice: httpx.Client, alice_tra
 
 
 def test_read_only_key_can_read_but_not_import(stack: RunningStack, alice: httpx.Client) -> None:
-    read_key = stash_rm("keys", "create", "alice", "--read-only", env=stack.env).stdout.split("shown once): ")[1]
+    created = stash_rm("keys", "create", f"alice{stack.user_suffix}", "--read-only", env=stack.env)
+    read_key = created.stdout.split("shown once): ")[1]
     with stack.client(read_key.split()[0]) as reader:
         assert reader.get("/traces").status_code == 200
         assert _import(reader, stash_line()).status_code == 403
 
 
 def test_disabled_user_gets_403_until_enabled(stack: RunningStack, bob: httpx.Client) -> None:
-    assert stash_rm("users", "disable", "bob", env=stack.env).returncode == 0
+    assert stash_rm("users", "disable", f"bob{stack.user_suffix}", env=stack.env).returncode == 0
     denied = bob.get("/traces")
-    assert stash_rm("users", "enable", "bob", env=stack.env).returncode == 0
+    assert stash_rm("users", "enable", f"bob{stack.user_suffix}", env=stack.env).returncode == 0
 
     assert denied.status_code == 403 and "disabled" in denied.json()["detail"]
     assert bob.get("/traces").status_code == 200
