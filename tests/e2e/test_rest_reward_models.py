@@ -3,6 +3,7 @@
 import io
 import tarfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -11,10 +12,8 @@ import pytest
 
 from stash_common.training_metrics import TRAINING_METRIC_KEYS
 from support.ingest import stash_line
-from support.models import s3_client
+from support.models import TRAINING_WAIT_S, TrainedModel, finished_model, rated_traces, s3_client
 from support.stack import RunningStack
-
-TRAINING_WAIT_S = 240
 
 
 @pytest.fixture(scope="module")
@@ -27,39 +26,19 @@ def bucket(stack: RunningStack) -> str:
     return stack.env["STASH_S3_BUCKET"]
 
 
-def _rated_traces(client: httpx.Client, count: int, prefix: str = "rated") -> list[str]:
-    """Traces whose lookup call is rated + and whose answer is rated −: one explicit pair each."""
-    trace_ids = []
-    for number in range(count):
-        trace = orjson.loads(stash_line(f"{prefix}-{number}"))
-        trace["steps"][1]["content"] = f"I want a refund for order {1100 + number}"
-        imported = client.post("/traces/import", json={"format": "stash", "data": orjson.dumps(trace).decode()})
-        trace_id = imported.json()["trace_ids"][0]
-        steps = client.get(f"/traces/{trace_id}").json()["steps"]
-        for step, rating in ((steps[2], 1), (steps[4], -1)):
-            response = client.post(f"/traces/{trace_id}/annotations", json={"step_id": step["id"], "rating": rating})
-            assert response.status_code == 201, response.text
-        trace_ids.append(trace_id)
-    return trace_ids
-
-
-def _finished(client: httpx.Client, model_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + TRAINING_WAIT_S
-    while time.monotonic() < deadline:
-        model = client.get(f"/reward-models/{model_id}").json()
-        if model["status"] in ("succeeded", "failed"):
-            return model
-        time.sleep(0.5)
-    raise TimeoutError(f"reward model {model_id} did not finish within {TRAINING_WAIT_S}s")
+@pytest.fixture(scope="module")
+def alice(stack: RunningStack, trained_model: TrainedModel) -> Iterator[httpx.Client]:
+    """The owner of the session's trained model."""
+    with stack.client(trained_model.owner_key) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
-def trained(alice: httpx.Client) -> dict[str, Any]:
-    trace_ids = _rated_traces(alice, 4)
-    created = alice.post("/reward-models", json={"name": "refunds", "trace_ids": trace_ids, "epochs": 2})
-    assert created.status_code == 200, created.text
-    assert created.json()["status"] == "queued" and created.json()["trace_count"] == 4
-    return _finished(alice, created.json()["id"])
+def trained(trained_model: TrainedModel) -> dict[str, Any]:
+    """The session's model: four traces with one explicit pair each, two epochs."""
+    created = trained_model.created
+    assert created["status"] == "queued" and created["trace_count"] == 4
+    return trained_model.model
 
 
 def test_a_model_trains_on_explicit_ratings(trained: dict[str, Any]) -> None:
@@ -113,8 +92,8 @@ def test_pairs_export_and_the_owner_only_routes(alice: httpx.Client, bob: httpx.
 
 
 def test_a_foreign_trace_is_404_naming_it(alice: httpx.Client, bob: httpx.Client) -> None:
-    (bobs,) = _rated_traces(bob, 1)
-    (own,) = _rated_traces(alice, 1, prefix="own")
+    (bobs,) = rated_traces(bob, 1)
+    (own,) = rated_traces(alice, 1, prefix="own")
 
     response = alice.post("/reward-models", json={"name": "stolen", "trace_ids": [own, bobs]})
 
@@ -129,7 +108,7 @@ def test_too_few_pairs_fails_with_an_actionable_error_and_retry_keeps_the_model(
     ]
 
     created = alice.post("/reward-models", json={"name": "too small", "trace_ids": lonely}).json()
-    failed = _finished(alice, created["id"])
+    failed = finished_model(alice, created["id"])
 
     assert failed["status"] == "failed"
     assert "0 preference pairs" in failed["error"] or "no preference pair" in failed["error"]
@@ -138,7 +117,7 @@ def test_too_few_pairs_fails_with_an_actionable_error_and_retry_keeps_the_model(
     retried = alice.post(f"/reward-models/{created['id']}/retry")
     assert retried.status_code == 202
     assert (retried.json()["id"], retried.json()["status"]) == (created["id"], "queued")
-    assert _finished(alice, created["id"])["status"] == "failed"
+    assert finished_model(alice, created["id"])["status"] == "failed"
     assert alice.get(f"/reward-models/{created['id']}").json()["trace_ids"] == lonely
 
 
@@ -166,10 +145,10 @@ def _learned(client: httpx.Client, trace_id: str, model_id: str) -> list[dict[st
 def test_a_model_is_deleted_once_settled_with_its_checkpoint_and_learned_scores(
     alice: httpx.Client, bob: httpx.Client, bucket: str, s3_endpoint_url: str
 ) -> None:
-    trace_ids = _rated_traces(alice, 2, prefix="deleted")
+    trace_ids = rated_traces(alice, 2, prefix="deleted")
     created = alice.post("/reward-models", json={"name": "to delete", "trace_ids": trace_ids}).json()
     early = alice.delete(f"/reward-models/{created['id']}")
-    assert _finished(alice, created["id"])["status"] == "succeeded"
+    assert finished_model(alice, created["id"])["status"] == "succeeded"
     deadline = time.monotonic() + TRAINING_WAIT_S
     while not _learned(alice, trace_ids[0], created["id"]) and time.monotonic() < deadline:
         time.sleep(0.5)  # the trainer publishes the training job's scores right after the model succeeded

@@ -2,7 +2,7 @@
 its training scores, and POST /traces/{id}/score runs saved-checkpoint inference from S3 on a new trace."""
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 from support.ingest import stash_line
+from support.models import TrainedModel, finished_model
 from support.stack import RunningStack
 
-TRAINING_WAIT_S = 240
 SCORING_WAIT_S = 240
 RUN_KEYS = {"id", "trace_id", "reward_model_id", "status", "error", "created_at", "started_at", "finished_at"}
 
@@ -30,21 +30,6 @@ def _imported(client: httpx.Client, trace: dict[str, Any]) -> str:
     return str(response.json()["trace_ids"][0])
 
 
-def _rated_traces(client: httpx.Client, count: int) -> list[str]:
-    """Traces whose lookup call is rated + and whose answer is rated −: action pairs to train on."""
-    trace_ids = []
-    for number in range(count):
-        trace = orjson.loads(stash_line(f"scoring-rated-{number}"))
-        trace["steps"][1]["content"] = f"I want a refund for order {1100 + number}"
-        trace_id = _imported(client, trace)
-        steps = client.get(f"/traces/{trace_id}").json()["steps"]
-        for step, rating in ((steps[2], 1), (steps[4], -1)):
-            response = client.post(f"/traces/{trace_id}/annotations", json={"step_id": step["id"], "rating": rating})
-            assert response.status_code == 201, response.text
-        trace_ids.append(trace_id)
-    return trace_ids
-
-
 def _waited(what: str, timeout_s: float, probe: Callable[[], Any]) -> Any:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -52,14 +37,6 @@ def _waited(what: str, timeout_s: float, probe: Callable[[], Any]) -> Any:
             return found
         time.sleep(0.5)
     raise TimeoutError(f"{what} within {timeout_s}s")
-
-
-def _finished_model(client: httpx.Client, model_id: str) -> dict[str, Any]:
-    def probe() -> dict[str, Any] | None:
-        model = client.get(f"/reward-models/{model_id}").json()
-        return model if model["status"] in ("succeeded", "failed") else None
-
-    return _waited(f"reward model {model_id} did not finish", TRAINING_WAIT_S, probe)
 
 
 def _action_ids(detail: dict[str, Any]) -> list[str]:
@@ -80,15 +57,20 @@ def _model_runs(detail: dict[str, Any], model_id: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def rated(alice: httpx.Client) -> list[str]:
-    return _rated_traces(alice, 4)
+def alice(stack: RunningStack, trained_model: TrainedModel) -> Iterator[httpx.Client]:
+    """The owner of the session's trained model."""
+    with stack.client(trained_model.owner_key) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
-def model(alice: httpx.Client, rated: list[str]) -> dict[str, Any]:
-    created = alice.post("/reward-models", json={"name": "refund credit", "trace_ids": rated, "epochs": 2})
-    assert created.status_code == 200, created.text
-    trained = _finished_model(alice, created.json()["id"])
+def rated(trained_model: TrainedModel) -> list[str]:
+    return trained_model.trace_ids
+
+
+@pytest.fixture(scope="module")
+def model(trained_model: TrainedModel) -> dict[str, Any]:
+    trained = trained_model.model
     assert trained["status"] == "succeeded", trained["error"]
     assert trained["metrics"]["action_scoring_version"] == 1 and trained["metrics"]["device"] == "cpu"
     return trained
@@ -200,7 +182,7 @@ def test_a_trace_without_an_action_is_422(alice: httpx.Client, model: dict[str, 
 def test_a_model_that_did_not_succeed_is_409(alice: httpx.Client, scored: dict[str, Any]) -> None:
     unrated = [_imported(alice, orjson.loads(stash_line(name))) for name in ("unrated", "unrated-too")]
     created = alice.post("/reward-models", json={"name": "too small", "trace_ids": unrated}).json()
-    assert _finished_model(alice, created["id"])["status"] == "failed"
+    assert finished_model(alice, created["id"])["status"] == "failed"
 
     response = alice.post(f"/traces/{scored['trace_id']}/score", json={"reward_model_id": created["id"]})
 
