@@ -206,14 +206,24 @@ def embedded_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running
 
 
 @pytest.fixture(scope="session")
+def cluster_llm() -> Iterator[FakeLLM]:
+    """The fake LLM server `cluster_stack`'s GEPA reflects with; a module that runs GEPA on that stack sets what it
+    answers for the module's duration (and may give its URL as the runs' task model too)."""
+    server = FakeLLM().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def cluster_stack(
-    tmp_path_factory: pytest.TempPathFactory, migrated_template: str, s3_endpoint_url: str
+    tmp_path_factory: pytest.TempPathFactory, migrated_template: str, s3_endpoint_url: str, cluster_llm: FakeLLM
 ) -> Iterator[RunningStack]:
     """One `stash-rm up` on the cluster profile for the whole session (its own database, Redis database and S3
     bucket), training on the packaged model, shared like `embedded_stack` by the modules that need PostgreSQL,
     Redis and S3 but neither stop its services nor need other settings; each module names its own users
     (`RunningStack.for_module`). Changed traces wait an hour to be scored in the background, so a module that
-    scores asks for it, and a scoring run is the one its request made; request bodies are limited to 300 kB."""
+    scores asks for it, and a scoring run is the one its request made; request bodies are limited to 300 kB; GEPA
+    reflects with `cluster_llm`."""
     postgres_url = create_database(migrated_template)
     redis_client = redis.Redis.from_url(CLUSTER_STACK_REDIS_URL)
     redis_client.flushdb()
@@ -224,6 +234,8 @@ def cluster_stack(
             **offline_training_env(new_bucket(s3_endpoint_url, "stash-cluster"), s3_endpoint_url),
             STASH_SCORER_MAX_LENGTH="128",
             STASH_SCORER_DEBOUNCE_S="3600",
+            STASH_GEPA_REFLECTION_API_BASE=f"{cluster_llm.url}/v1",
+            STASH_GEPA_MAX_LENGTH="128",
             # Small enough for a test to send a body over it.
             STASH_GATEWAY_MAX_BODY_BYTES="300000",
         ) as running:

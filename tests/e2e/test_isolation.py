@@ -20,7 +20,6 @@ import pytest
 from fakes.llm_server import FakeLLM
 
 from support.ingest import stash_line
-from support.models import new_bucket, offline_training_env
 from support.processes import stash_rm
 from support.reviewing import reviewer_status
 from support.rpc_walk import (
@@ -34,7 +33,7 @@ from support.rpc_walk import (
     shared_trace_ids,
     unexpected,
 )
-from support.stack import RunningStack, cluster_env, running_stack
+from support.stack import RunningStack
 
 JOB_WAIT_S = 240
 TERMINAL = ("succeeded", "failed")
@@ -105,32 +104,20 @@ def _stand_in(path: str, body: dict[str, Any]) -> str:
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLLM]:
-    fake = FakeLLM().start()
-    fake.reply = _stand_in
-    yield fake
-    fake.stop()
+def llm(cluster_llm: FakeLLM) -> Iterator[FakeLLM]:
+    """The session stack's fake LLM, answering as this module's stand-in models."""
+    answering = cluster_llm.reply, cluster_llm.status_of
+    cluster_llm.reply, cluster_llm.status_of = _stand_in, None
+    yield cluster_llm
+    cluster_llm.reply, cluster_llm.status_of = answering
 
 
 @pytest.fixture(scope="module")
-def stack(
-    tmp_path_factory: pytest.TempPathFactory,
-    module_postgres_url: str,
-    module_redis_url: str,
-    s3_endpoint_url: str,
-    llm: FakeLLM,
-) -> Iterator[RunningStack]:
-    with running_stack(
-        tmp_path_factory.mktemp("isolation"),
-        **cluster_env(module_postgres_url, module_redis_url),
-        **offline_training_env(new_bucket(s3_endpoint_url, "stash-isolation"), s3_endpoint_url),
-        STASH_GEPA_REFLECTION_API_BASE=f"{llm.url}/v1",
-        STASH_GEPA_MAX_LENGTH="128",
-        STASH_SCORER_MAX_LENGTH="128",
-        # Changes wait an hour to be scored, so B's data is settled once the ready model's runs finished.
-        STASH_SCORER_DEBOUNCE_S="3600",
-    ) as running:
-        yield running
+def stack(cluster_stack: RunningStack, llm: FakeLLM) -> RunningStack:
+    # The session's cluster stack itself, not `for_module`: the reviewers are addressed by their plain names, which
+    # no other module sharing the stack uses. Its changes wait an hour to be scored, so B's data is settled once
+    # the ready model's runs finished.
+    return cluster_stack
 
 
 def _waited(what: str, probe: Callable[[], Any]) -> Any:

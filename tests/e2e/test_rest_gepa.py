@@ -18,9 +18,8 @@ import orjson
 import pytest
 from fakes.llm_server import FakeLLM
 
-from support.models import new_bucket, offline_training_env
 from support.processes import free_port, stash_rm
-from support.stack import RunningStack, cluster_env, running_stack
+from support.stack import RunningStack
 
 TRAINING_WAIT_S = 240
 GEPA_WAIT_S = 300
@@ -87,30 +86,18 @@ def _refused(path: str, body: dict[str, Any]) -> int | None:
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLLM]:
-    fake = FakeLLM().start()
-    fake.reply, fake.status_of = _stand_in, _refused
-    yield fake
-    fake.stop()
+def llm(cluster_llm: FakeLLM) -> Iterator[FakeLLM]:
+    """The session stack's fake LLM, answering as this module's stand-in models, with only this module's requests."""
+    answering = cluster_llm.reply, cluster_llm.status_of
+    cluster_llm.reply, cluster_llm.status_of = _stand_in, _refused
+    cluster_llm.requests.clear()
+    yield cluster_llm
+    cluster_llm.reply, cluster_llm.status_of = answering
 
 
 @pytest.fixture(scope="module")
-def stack(
-    tmp_path_factory: pytest.TempPathFactory,
-    module_postgres_url: str,
-    module_redis_url: str,
-    s3_endpoint_url: str,
-    llm: FakeLLM,
-) -> Iterator[RunningStack]:
-    with running_stack(
-        tmp_path_factory.mktemp("gepa"),
-        **cluster_env(module_postgres_url, module_redis_url),
-        **offline_training_env(new_bucket(s3_endpoint_url, "stash-gepa"), s3_endpoint_url),
-        STASH_GEPA_REFLECTION_API_BASE=f"{llm.url}/v1",
-        STASH_GEPA_MAX_LENGTH="128",
-        STASH_SCORER_DEBOUNCE_S="3600",
-    ) as running:
-        yield running
+def stack(cluster_stack: RunningStack, llm: FakeLLM) -> RunningStack:
+    return cluster_stack.for_module("gepa")
 
 
 def _waited(what: str, timeout_s: float, probe: Callable[[], Any]) -> Any:
