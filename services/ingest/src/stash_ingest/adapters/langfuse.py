@@ -52,7 +52,14 @@ _URL_KEY = "uri"  # where OTel GenAI parts put an image's address
 _EXPECTED = "expected a Langfuse trace with an `observations` list (GET /api/public/traces/{traceId})"
 
 # tRPC files list light observations in the trace and the full ones beside it, so one path counts them all.
-COUNTED: Counted = {"observations.item.id": "spans", "item": "traces"}
+# Every message of one generation's input ends up in its trace: a message with a role is at least one step.
+COUNTED: Counted = {
+    "observations.item.id": "spans",
+    "observations.item.input.item.role": "steps",
+    "observations.item.input.messages.item.role": "steps",
+    "item": "traces",
+    "item.observations.item.input.item.role": "steps",
+}
 
 
 def parse_langfuse(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:

@@ -37,6 +37,7 @@ from stash_ingest.adapters.messages import (
     stamp_steps,
 )
 from stash_ingest.adapters.reading import (
+    Counted,
     decode_nested,
     epoch_ns,
     list_or_empty,
@@ -59,11 +60,13 @@ _EXPECTED = (
 )
 
 Run = dict[str, Any]
+# Every message of an llm run's prompt ends up in its trace (LangChain logs one list per batched prompt).
+COUNTED: Counted = {"inputs.messages.item": "steps", "inputs.messages.item.item": "steps"}
 
 
 def parse_langsmith(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:
     """Parse LangSmith runs (JSONL, a JSON array, or post/patch batches) into one validated trace per trace_id."""
-    records = read_records(raw)
+    records = read_records(raw, COUNTED, limits)
     if not records:
         raise InvalidArgument("payload", f"is empty; {_EXPECTED}")
     runs, wheres = _merge_runs((run for where, value in records for run in _expand(value, where)), limits)

@@ -196,18 +196,42 @@ def _items(array: list[Any]) -> list[Record]:
 
 
 def count_items(data: bytes, path: str, most: int) -> int:
-    """How many items the array at `path` of the first JSON document in `data` holds, up to `most + 1`: the
-    items are streamed one at a time and the count stops past `most`. Invalid JSON ends the count where it
-    starts; parsing the document reports it."""
-    count = 0
+    """How many items the longest array at `path` of the first JSON document in `data` holds, up to `most + 1`:
+    the items are streamed one at a time and the count stops past `most`. The last `item` segment of the path
+    marks the array's items (`observations.item.input.item.role`: each observation's input, counting its items
+    that have a role); an array nested in another's items occurs once per outer item, and each is counted alone.
+    Invalid JSON ends the count where it starts; parsing the document reports it."""
+    segments = path.split(".")
+    array = segments[: len(segments) - 1 - segments[::-1].index("item")]
+    counts = _nested_counts(data, ".".join(array), path) if "item" in array else _counts(data, path)
+    longest = 0
     try:
-        for _ in ijson.items(data, path, use_float=True):
-            count += 1
+        for count in counts:
+            longest = max(longest, count)
             if count > most:
                 break
     except ijson.JSONError:
         pass
-    return count
+    return longest
+
+
+def _counts(data: bytes, path: str) -> Iterator[int]:
+    """The running count of the items at `path` of the document's one such array (filtered in C)."""
+    return (number for number, _ in enumerate(ijson.items(data, path, use_float=True), 1))
+
+
+def _nested_counts(data: bytes, array: str, path: str) -> Iterator[int]:
+    """The running count of the items at `path`, starting again at each array at `array`."""
+    count = 0
+    for prefix, event, _ in ijson.parse(data, use_float=True):
+        if prefix == array and event == "start_array":
+            count = 0
+        elif prefix == path and event in _VALUE_STARTS:
+            count += 1
+            yield count
+
+
+_VALUE_STARTS = frozenset({"start_map", "start_array", "string", "number", "boolean", "null"})
 
 
 def first_value(raw: bytes, counted: Counted | None = None, limits: TraceLimits = DEFAULT_LIMITS) -> Any:

@@ -66,6 +66,7 @@ ADAPTERS: Mapping[str, Adapter] = {
             "LangSmith run export JSONL (or post/patch batches), one trace per trace_id",
             langsmith.parse_langsmith,
             langsmith.looks_like_langsmith,
+            langsmith.COUNTED,
         ),
         Adapter(
             "claude_code",
