@@ -219,10 +219,6 @@ _OTLP_JSON_BUILDERS = {"steps": LONG_TRACE["otel"], "spans": WIDE_TRACE["otel"],
 _READ_WHOLE = {
     ("otel", "steps"): "about 13 times the body is traced while a span's message text is counted",
     ("otlp_json", "steps"): "about 13 times the body is traced while a span's message text is counted",
-    ("otel", "spans"): "an OTLP/JSON document is parsed whole before its spans are grouped by trace",
-    ("otel", "traces"): "an OTLP/JSON document is parsed whole before its spans are grouped by trace",
-    ("otlp_json", "spans"): "an OTLP/JSON body is parsed whole before its spans are accepted",
-    ("otlp_json", "traces"): "an OTLP/JSON body is parsed whole before its spans are accepted",
 }
 
 

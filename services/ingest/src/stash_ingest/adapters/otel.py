@@ -12,19 +12,19 @@ from __future__ import annotations
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.reading import read_records
 from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, TraceReader
-from stash_ingest.otel.documents import group_records, looks_like_otel
+from stash_ingest.otel.documents import COUNTED, group_records, looks_like_otel
 from stash_ingest.otel.spans import trace_where
 from stash_ingest.otel.traces import build_trace
 from stash_ingest.traces import Trace
 
-__all__ = ["looks_like_otel", "parse_otel"]
+__all__ = ["COUNTED", "looks_like_otel", "parse_otel"]
 
 NO_MESSAGES = "no LLM messages found in any span (looked for gen_ai.*, llm.*_messages, gen_ai.prompt.*)"
 
 
 def parse_otel(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:
     """Parse OTLP/JSON (one document, an array of them, or file-exporter JSONL) into one trace per traceId."""
-    records = read_records(raw)
+    records = read_records(raw, COUNTED, limits)
     if not records:
         raise InvalidArgument("payload", "is empty; expected an OTLP/JSON document with resourceSpans")
     reader = TraceReader(limits)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -21,10 +21,14 @@ from stash_common.errors import InvalidArgument
 from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_spans_read, check_steps_read, check_traces_read
 
 Record = tuple[str, Any]  # (where it came from, e.g. "line 3", the parsed JSON value)
+# A format's own count of the items at a path, streamed one at a time: (items, where, limits) → raises at the
+# first item over a limit. For items that count as more than one thing (OTLP spans: per trace, and traces).
+ItemCounter = Callable[[Iterator[Any], str, TraceLimits], None]
 # An adapter's arrays whose items are each at least one step, span or trace: an ijson path in one JSON
 # document to one small value per item ("steps.item.role", or "item" for a top-level array) → what each
-# item counts as. Counting a small field of each item spares building the item itself.
-Counted = Mapping[str, Literal["steps", "spans", "traces"]]
+# item counts as, or the counter that counts the items themselves. Counting a small field of each item
+# spares building the item itself.
+Counted = Mapping[str, Literal["steps", "spans", "traces"] | ItemCounter]
 
 # A JSON document (a line, or the whole payload) at least this large has its counted arrays counted by
 # streaming before it is parsed whole: parsing builds every value (about five times the bytes), counting
@@ -162,28 +166,79 @@ class Records:
         return f"line {number}", load_json(line, f"line {number}")
 
     def _check_counts(self, data: bytes, where: str) -> None:
-        """For a large document: its counted arrays within the limits, counted without building the document
-        (of a JSONL payload, its first line)."""
-        if len(data) < STREAM_FROM:
-            return
-        is_array = data[:4096].lstrip()[:1] == b"["
-        for path, counts_as in self.counted.items():
-            if (path == "item" or path.startswith("item.")) != is_array:
-                continue  # a path of the other shape would be scanned to the end for nothing
-            most = {"steps": self.limits.steps_per_trace, "spans": self.limits.spans_per_trace}.get(
-                counts_as, self.limits.traces_per_import
-            )
-            count = count_items(data, path, most)
-            if counts_as == "steps":
-                check_steps_read(count, where, self.limits)
-            elif counts_as == "spans":
-                check_spans_read(count, where, self.limits)
-            else:
-                check_traces_read(count, self.limits)
+        check_counted(data, self.counted, where, self.limits)
 
     def first(self) -> Record | None:
         """The first record, or None for an empty payload."""
         return next(iter(self), None)
+
+
+def check_counted(data: bytes, counted: Counted, where: str, limits: TraceLimits) -> None:
+    """For a large document (of a JSONL payload, a line): its `counted` arrays within the limits, counted by
+    streaming before the document is built, so the first item over a limit ends the reading."""
+    if len(data) < STREAM_FROM:
+        return
+    is_array = data[:4096].lstrip()[:1] == b"["
+    for path, counts_as in counted.items():
+        if (path == "item" or path.startswith("item.")) != is_array:
+            continue  # a path of the other shape would be scanned to the end for nothing
+        if callable(counts_as):
+            counts_as(stream_items(data, path), where, limits)
+            continue
+        most = {"steps": limits.steps_per_trace, "spans": limits.spans_per_trace}.get(
+            counts_as, limits.traces_per_import
+        )
+        count = count_items(data, path, most)
+        if counts_as == "steps":
+            check_steps_read(count, where, limits)
+        elif counts_as == "spans":
+            check_spans_read(count, where, limits)
+        else:
+            check_traces_read(count, limits)
+
+
+def stream_items(data: bytes, path: str) -> Iterator[Any]:
+    """The items at `path` of the first JSON document in `data`, each built when it is reached, with every string
+    of over LONG_STRING bytes read as "" (a count needs ids, not message text, and building a text of tens of MB
+    would cost more than the count saves); invalid JSON ends them where it starts (parsing reports it)."""
+    try:
+        yield from ijson.items(_Chunks(_without_long_strings(data)), path, use_float=True)
+    except ijson.JSONError:
+        return
+
+
+LONG_STRING = 1 << 16
+# From a place outside any string: structure and whole strings, in C, each byte read once (possessive).
+_STRUCTURE_AND_STRINGS = re.compile(rb'(?:[^"]++|"(?:[^"\\]++|\\.)*+")*+')
+_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+
+
+def _without_long_strings(data: bytes) -> Iterator[bytes]:
+    """The document in pieces of about LONG_STRING bytes, each string longer than that read as ""."""
+    position = 0
+    while position < len(data):
+        window = _STRUCTURE_AND_STRINGS.match(data, position, position + LONG_STRING)
+        end = window.end() if window else position
+        if end > position:
+            yield data[position:end]
+            position = end
+            continue
+        string = _STRING.match(data, position)  # a string that goes on past the window
+        if string is None:
+            yield data[position : position + LONG_STRING]  # an unterminated string: the parser reports it
+            return
+        yield data[position : string.end()] if string.end() - position <= LONG_STRING else b'""'
+        position = string.end()
+
+
+class _Chunks:
+    """Pieces of bytes as a file that ijson reads."""
+
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        self.pieces = pieces
+
+    def read(self, size: int = -1) -> bytes:
+        return next(self.pieces, b"") if size else b""  # ijson reads 0 bytes first to learn the type
 
 
 def read_records(raw: bytes, counted: Counted | None = None, limits: TraceLimits = DEFAULT_LIMITS) -> Records:

@@ -53,6 +53,7 @@ ADAPTERS: Mapping[str, Adapter] = {
             "OTLP/JSON traces (request or Collector file-exporter JSONL): GenAI semconv, OpenInference, OpenLLMetry",
             otel.parse_otel,
             otel.looks_like_otel,
+            otel.COUNTED,
         ),
         Adapter(
             "langfuse",

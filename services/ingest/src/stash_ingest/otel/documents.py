@@ -15,17 +15,39 @@ instrumentations that log messages instead of recording them on spans still give
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from stash_common.errors import InvalidArgument
-from stash_ingest.adapters.reading import Record
+from stash_ingest.adapters.reading import Counted, Record
 from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_spans_read, check_traces_read
 from stash_ingest.otel.conventions.genai import GENAI_EVENTS
+from stash_ingest.otel.spans import trace_where
 from stash_ingest.otel.values import attributes, hex_id, nanos
 
 SpanDict = dict[str, Any]  # an OTLP/JSON span plus "resource" and "scope" (see the module docstring)
 SpanKey = tuple[str, str]  # (trace id, span id), lower-case hex
+
+
+def count_spans(spans: Iterator[Any], where: str, limits: TraceLimits) -> None:
+    """Spans streamed out of a large document, counted before it is parsed: each trace's spans (by span id) and
+    the traces within the limits, refused at the first span over one. A span whose ids are unusable is left to
+    the reading, which reports or rejects it."""
+    per_trace: dict[str, set[str]] = {}
+    for span in spans:
+        try:
+            trace_id, span_id = check_span_ids(span, where)
+        except InvalidArgument:
+            continue
+        ids = per_trace.setdefault(trace_id, set())
+        ids.add(span_id)
+        check_traces_read(len(per_trace), limits)
+        check_spans_read(len(ids), trace_where(trace_id), limits)
+
+
+SPANS = "resourceSpans.item.scopeSpans.item.spans.item"
+# The spans of an OTLP/JSON document (or of each document of a JSON array), counted before it is parsed.
+COUNTED: Counted = {SPANS: count_spans, f"item.{SPANS}": count_spans}
 
 
 def looks_like_otel(value: Any) -> bool:
@@ -66,6 +88,13 @@ def check_span(span: Mapping[str, Any], where: str) -> SpanKey:
     for key in ("startTimeUnixNano", "endTimeUnixNano"):
         nanos(span.get(key), f"{where}.{key}")
     hex_id(span.get("parentSpanId"), f"{where}.parentSpanId")
+    return check_span_ids(span, where)
+
+
+def check_span_ids(span: Any, where: str) -> SpanKey:
+    """The span's trace and span ids in lower-case hex; a span that is not an object or has bad ids is refused."""
+    if not isinstance(span, Mapping):
+        raise InvalidArgument(where, "must be an OTLP/JSON span object")
     return hex_id(span.get("traceId"), f"{where}.traceId"), hex_id(span.get("spanId"), f"{where}.spanId")
 
 
