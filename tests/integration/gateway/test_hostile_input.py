@@ -320,3 +320,86 @@ def test_an_out_of_range_page_or_rating_is_422_not_a_server_error(gateway: TestC
 
     assert (page.status_code, page.json()["field"]) == (422, "offset")
     assert (rating.status_code, rating.json()["field"]) == (422, "rating")
+
+
+# --- the REST byte limit: refused with 413 as soon as the body passes it, the rest never read ---------------------
+
+BODY_LIMIT = 4096
+CHUNK = b"x" * 1024
+BODY_ROUTES = [f"{API}/traces/import", "/api/v1/me/transcripts"]
+
+
+@pytest.fixture(scope="module")
+def small_gateway(
+    module_postgres_url: str, ingest: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TestClient]:
+    gateway_dir = tmp_path_factory.mktemp("small")
+    with _gateway(module_postgres_url, gateway_dir, f"127.0.0.1:{INGEST_PORT}", max_body_bytes=BODY_LIMIT) as client:
+        yield client
+
+
+def _post_in_chunks(client: TestClient, path: str, auth: dict[str, str], chunks: int) -> tuple[int, Any, int]:
+    """POST `chunks` pieces of CHUNK with no Content-Length, straight to the ASGI app on the client's event loop
+    (the test client would read a body whole before the app sees it): the status, the JSON body, and how many
+    pieces the app read."""
+    pulled = 0
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal pulled
+        if pulled == chunks:
+            return {"type": "http.disconnect"}
+        pulled += 1
+        return {"type": "http.request", "body": CHUNK, "more_body": pulled < chunks}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    headers = [(name.lower().encode(), value.encode()) for name, value in auth.items()]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [*headers, (b"content-type", b"application/json")],
+        "server": ("testserver", 80),
+        "client": ("127.0.0.1", 50000),
+    }
+    client.portal.call(client.app, scope, receive, send)  # type: ignore[union-attr]
+    status = next(message["status"] for message in sent if message["type"] == "http.response.start")
+    body = b"".join(message.get("body", b"") for message in sent if message["type"] == "http.response.body")
+    return status, orjson.loads(body), pulled
+
+
+@pytest.mark.parametrize("path", BODY_ROUTES)
+def test_a_body_declared_over_the_byte_limit_is_413_naming_the_limit(
+    small_gateway: TestClient, auth: dict[str, str], path: str
+) -> None:
+    response = small_gateway.post(path, content=b"x" * (BODY_LIMIT + 1), headers=auth)
+
+    assert response.status_code == 413
+    assert response.json()["detail"] == f"request body of {BODY_LIMIT + 1} bytes exceeds the {BODY_LIMIT}-byte limit"
+
+
+@pytest.mark.parametrize("path", BODY_ROUTES)
+def test_a_streamed_body_over_the_byte_limit_is_413_and_read_no_further(
+    small_gateway: TestClient, auth: dict[str, str], path: str
+) -> None:
+    status, body, pulled = _post_in_chunks(small_gateway, path, auth, chunks=1000)  # 1 MiB, 250 times the limit
+
+    assert status == 413
+    assert body["detail"] == f"request body exceeds the {BODY_LIMIT}-byte limit"
+    assert pulled == BODY_LIMIT // len(CHUNK) + 1  # the piece that crossed the limit, and not one more
+
+
+@pytest.mark.parametrize("path", BODY_ROUTES)
+def test_a_body_at_the_byte_limit_is_read(small_gateway: TestClient, auth: dict[str, str], path: str) -> None:
+    status, body, pulled = _post_in_chunks(small_gateway, path, auth, chunks=BODY_LIMIT // len(CHUNK))
+
+    assert pulled == BODY_LIMIT // len(CHUNK), body
+    assert status in (400, 422), (status, body)  # read whole, then refused for what it says (x's are not JSON), not its size
