@@ -402,4 +402,5 @@ def test_a_body_at_the_byte_limit_is_read(small_gateway: TestClient, auth: dict[
     status, body, pulled = _post_in_chunks(small_gateway, path, auth, chunks=BODY_LIMIT // len(CHUNK))
 
     assert pulled == BODY_LIMIT // len(CHUNK), body
-    assert status in (400, 422), (status, body)  # read whole, then refused for what it says (x's are not JSON), not its size
+    # Read whole, then refused for what it says (x is not JSON), not for its size.
+    assert status in (400, 422), (status, body)
