@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gzip
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import grpc
@@ -343,7 +343,7 @@ def _post_in_chunks(client: TestClient, path: str, auth: dict[str, str], chunks:
     (the test client would read a body whole before the app sees it): the status, the JSON body, and how many
     pieces the app read."""
     pulled = 0
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         nonlocal pulled
@@ -352,7 +352,7 @@ def _post_in_chunks(client: TestClient, path: str, auth: dict[str, str], chunks:
         pulled += 1
         return {"type": "http.request", "body": CHUNK, "more_body": pulled < chunks}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     headers = [(name.lower().encode(), value.encode()) for name, value in auth.items()]
@@ -370,7 +370,12 @@ def _post_in_chunks(client: TestClient, path: str, auth: dict[str, str], chunks:
         "server": ("testserver", 80),
         "client": ("127.0.0.1", 50000),
     }
-    client.portal.call(client.app, scope, receive, send)  # type: ignore[union-attr]
+
+    async def request() -> None:
+        await client.app(scope, receive, send)
+
+    assert client.portal is not None  # inside the client's `with`
+    client.portal.call(request)
     status = next(message["status"] for message in sent if message["type"] == "http.response.start")
     body = b"".join(message.get("body", b"") for message in sent if message["type"] == "http.response.body")
     return status, orjson.loads(body), pulled
