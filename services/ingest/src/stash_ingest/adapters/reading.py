@@ -23,7 +23,7 @@ from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_spans_read, c
 Record = tuple[str, Any]  # (where it came from, e.g. "line 3", the parsed JSON value)
 # A format's own count of the items at a path, streamed one at a time: (items, where, limits) → raises at the
 # first item over a limit. For items that count as more than one thing (OTLP spans: per trace, and traces).
-ItemCounter = Callable[[Iterator[Any], str, TraceLimits], None]
+ItemCounter = Callable[[bytes, Iterator[Any], str, TraceLimits], None]
 # An adapter's arrays whose items are each at least one step, span or trace: an ijson path in one JSON
 # document to one small value per item ("steps.item.role", or "item" for a top-level array) → what each
 # item counts as, or the counter that counts the items themselves. Counting a small field of each item
@@ -183,7 +183,7 @@ def check_counted(data: bytes, counted: Counted, where: str, limits: TraceLimits
         if (path == "item" or path.startswith("item.")) != is_array:
             continue  # a path of the other shape would be scanned to the end for nothing
         if callable(counts_as):
-            counts_as(stream_items(data, path), where, limits)
+            counts_as(data, stream_items(data, path), where, limits)
             continue
         most = {"steps": limits.steps_per_trace, "spans": limits.spans_per_trace}.get(
             counts_as, limits.traces_per_import
@@ -199,8 +199,9 @@ def check_counted(data: bytes, counted: Counted, where: str, limits: TraceLimits
 
 def stream_items(data: bytes, path: str) -> Iterator[Any]:
     """The items at `path` of the first JSON document in `data`, each built when it is reached, with every string
-    of over LONG_STRING bytes read as "" (a count needs ids, not message text, and building a text of tens of MB
-    would cost more than the count saves); invalid JSON ends them where it starts (parsing reports it)."""
+    of over LONG_STRING bytes read as a mark of where it stands (a count needs ids, and building a text of tens of
+    MB would cost more than the count saves: `count_long_string_items` counts one); invalid JSON ends them where it
+    starts (parsing reports it)."""
     try:
         yield from ijson.items(_Chunks(_without_long_strings(data)), path, use_float=True)
     except ijson.JSONError:
@@ -227,8 +228,36 @@ def _without_long_strings(data: bytes) -> Iterator[bytes]:
         if string is None:
             yield data[position : position + LONG_STRING]  # an unterminated string: the parser reports it
             return
-        yield data[position : string.end()] if string.end() - position <= LONG_STRING else b'""'
+        long = string.end() - position > LONG_STRING
+        yield b'"%s%d:%d"' % (_LONG_MARK, position, string.end()) if long else data[position : string.end()]
         position = string.end()
+
+
+_LONG_MARK = b"\\u0000long:"  # as JSON text; U+0000 is refused in any payload, so no real string reads as a mark
+_MARK = re.compile("\x00long:([0-9]+):([0-9]+)")
+# Escaped string text cut only between whole escapes (a surrogate pair is one).
+_ESCAPED = re.compile(rb"(?:[^\\]++|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[0-9a-fA-F]{4}|\\u[0-9a-fA-F]{4}|\\.)*+")
+
+
+def count_long_string_items(data: bytes, value: Any, most: int) -> int:
+    """Of a string `stream_items` read as a mark: how many items the JSON array written in it holds, up to
+    `most + 1`, counted while the string is unescaped piece by piece; 0 for any other value."""
+    mark = _MARK.fullmatch(value) if isinstance(value, str) else None
+    if mark is None:
+        return 0
+    start, end = int(mark[1]), int(mark[2])
+    return count_items(_Chunks(_unescaped(memoryview(data)[start + 1 : end - 1])), "item", most)
+
+
+def _unescaped(text: memoryview) -> Iterator[bytes]:
+    position = 0
+    while position < len(text):
+        end = _ESCAPED.match(text, position, position + LONG_STRING).end()  # type: ignore[union-attr]
+        try:
+            yield orjson.loads(b'"' + bytes(text[position:end]) + b'"').encode()
+        except (orjson.JSONDecodeError, UnicodeEncodeError):
+            return  # a bad escape: decoding the document reports it
+        position = end
 
 
 class _Chunks:
@@ -250,7 +279,7 @@ def _items(array: list[Any]) -> list[Record]:
     return [(f"item {index}", item) for index, item in enumerate(array)]
 
 
-def count_items(data: bytes, path: str, most: int) -> int:
+def count_items(data: bytes | _Chunks, path: str, most: int) -> int:
     """How many items the longest array at `path` of the first JSON document in `data` holds, up to `most + 1`:
     the items are streamed one at a time and the count stops past `most`. The last `item` segment of the path
     marks the array's items (`observations.item.input.item.role`: each observation's input, counting its items
@@ -270,12 +299,12 @@ def count_items(data: bytes, path: str, most: int) -> int:
     return longest
 
 
-def _counts(data: bytes, path: str) -> Iterator[int]:
+def _counts(data: bytes | _Chunks, path: str) -> Iterator[int]:
     """The running count of the items at `path` of the document's one such array (filtered in C)."""
     return (number for number, _ in enumerate(ijson.items(data, path, use_float=True), 1))
 
 
-def _nested_counts(data: bytes, array: str, path: str) -> Iterator[int]:
+def _nested_counts(data: bytes | _Chunks, array: str, path: str) -> Iterator[int]:
     """The running count of the items at `path`, starting again at each array at `array`."""
     count = 0
     for prefix, event, _ in ijson.parse(data, use_float=True):
@@ -303,7 +332,8 @@ def first_value(raw: bytes, counted: Counted | None = None, limits: TraceLimits 
 
 # How much of a large payload `first_sample` reads, and the pieces of JSON it reads it as.
 SAMPLE_BYTES = 1 << 16
-_TOKEN = re.compile(rb'\s*(?:("(?:[^"\\]|\\.)*")|([\[{])|([\]}])|(,)|(:)|([^\s\[\]{},:"]+))')
+# Possessive: a string cut off by the sample costs no backtracking state (about 100 bytes a character).
+_TOKEN = re.compile(rb'\s*(?:("(?:[^"\\]++|\\.)*+")|([\[{])|([\]}])|(,)|(:)|([^\s\[\]{},:"]+))')
 
 
 def first_sample(raw: bytes) -> Any:

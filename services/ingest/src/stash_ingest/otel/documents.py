@@ -19,9 +19,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from stash_common.errors import InvalidArgument
-from stash_ingest.adapters.reading import Counted, Record
-from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_spans_read, check_traces_read
-from stash_ingest.otel.conventions.genai import GENAI_EVENTS
+from stash_ingest.adapters.reading import Counted, Record, count_long_string_items
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_spans_read, check_steps_read, check_traces_read
+from stash_ingest.otel.calls import NOT_LLM_TESTS
+from stash_ingest.otel.conventions.genai import GENAI_EVENTS, MESSAGE_ATTRIBUTES
 from stash_ingest.otel.spans import trace_where
 from stash_ingest.otel.values import attributes, hex_id, nanos
 
@@ -29,10 +30,10 @@ SpanDict = dict[str, Any]  # an OTLP/JSON span plus "resource" and "scope" (see 
 SpanKey = tuple[str, str]  # (trace id, span id), lower-case hex
 
 
-def count_spans(spans: Iterator[Any], where: str, limits: TraceLimits) -> None:
-    """Spans streamed out of a large document, counted before it is parsed: each trace's spans (by span id) and
-    the traces within the limits, refused at the first span over one. A span whose ids are unusable is left to
-    the reading, which reports or rejects it."""
+def count_spans(data: bytes, spans: Iterator[Any], where: str, limits: TraceLimits) -> None:
+    """Spans streamed out of a large document, counted before it is parsed: each trace's spans (by span id), the
+    traces, and an LLM call's messages written as long JSON text (each at least one step of its trace) within the
+    limits, refused at the first one over. A span whose ids are unusable is left to the reading to report."""
     per_trace: dict[str, set[str]] = {}
     for span in spans:
         try:
@@ -43,6 +44,14 @@ def count_spans(spans: Iterator[Any], where: str, limits: TraceLimits) -> None:
         ids.add(span_id)
         check_traces_read(len(per_trace), limits)
         check_spans_read(len(ids), trace_where(trace_id), limits)
+        check_steps_read(_long_message_count(data, span, limits.steps_per_trace), trace_where(trace_id), limits)
+
+
+def _long_message_count(data: bytes, span: Mapping[str, Any], most: int) -> int:
+    recorded = attributes(span.get("attributes"))
+    if any(marks_other(recorded) for marks_other in NOT_LLM_TESTS):
+        return 0
+    return sum(count_long_string_items(data, recorded.get(key), most) for key in MESSAGE_ATTRIBUTES)
 
 
 SPANS = "resourceSpans.item.scopeSpans.item.spans.item"

@@ -30,6 +30,7 @@ MESSAGE_EVENTS: Mapping[str, str] = {
     "gen_ai.tool.message": "tool",
 }
 GENAI_EVENTS = frozenset({DETAILS_EVENT, CHOICE_EVENT, *MESSAGE_EVENTS})
+MESSAGE_ATTRIBUTES = ("gen_ai.input.messages", "gen_ai.output.messages")
 NOT_LLM_OPERATIONS = frozenset({"execute_tool", "invoke_agent", "create_agent", "embeddings", "invoke_workflow"})
 OPERATION_KINDS: Mapping[str, str] = {
     "chat": "llm",
@@ -73,7 +74,7 @@ def streamed_message_count(view: SpanView, most: int) -> int:
     a text of a million messages is refused without building them. Smaller texts count 0 here (they are
     counted once decoded)."""
     count = 0
-    for key in ("gen_ai.input.messages", "gen_ai.output.messages"):
+    for key in MESSAGE_ATTRIBUTES:
         value, _ = _value(view, key, "")
         if isinstance(value, str) and len(value) >= STREAM_FROM:
             count += count_items(value.encode(), "item", most)
