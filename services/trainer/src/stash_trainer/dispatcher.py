@@ -21,7 +21,10 @@ A shared evaluator candidate (`stash_trainer.evaluator.releases`) is a model of 
 `shared-evaluator` and takes the same path: its job trains on its corpus snapshot's pairs and then scores
 both actions of every benchmark comparison (as action items). Once it succeeded the scorer is told its
 job, retried while out of reach since a release names that job after its files are gone, and the
-candidate's report and gate decision are recorded from the scores its worker left.
+candidate's report and gate decision are recorded from the scores its worker left. A trainer that stops
+between the worker's success and the gate leaves the candidate trained but ungated, with its job's files
+in place: the recovery sweep of any replica (the first runs at start) resumes it, telling the scorer and
+gating it from those files, or refuses it with the reason when the files are gone.
 
 This is policy, not transport: no gRPC and no `stash.rm.v1` message reaches it
 (`stash_trainer.clients` is the edge), which an import-linter contract keeps true.
@@ -43,13 +46,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash_common.coordination import Wakeups
-from stash_common.db import transaction
+from stash_common.db import transaction, utc_now
 from stash_common.errors import StashError, Unavailable
 from stash_common.jobs.dispatch import LEASE_S, DispatchTiming, RowDispatcher, RowJobKind
 from stash_common.jobs.files import read_jsonl
 from stash_common.jobs.launch import JobEnd, Launcher
 from stash_common.jobs.training_scores import ACTION_SCORES_FILE, TRACE_REVISIONS
-from stash_common.jobs.transfer import download_files, job_key, upload_files
+from stash_common.jobs.transfer import delete_files, download_files, job_key, upload_files
 from stash_common.rendering import is_rendered, render_example, render_trace
 from stash_common.storage import ObjectStore
 from stash_trainer import job_contract as contract
@@ -63,6 +66,9 @@ from stash_trainer.pairs.inputs import SourceTrace
 log = structlog.get_logger()
 SERVICE = "trainer"
 SETTLE_ATTEMPTS = 3  # a candidate released at the same moment as another one is gated again
+GONE_REASON = (
+    "the trainer stopped before gating this candidate and its worker's benchmark scores are gone; train a new one"
+)
 MAX_RETRY_S = 30.0  # the longest wait between two attempts to reach the scorer with a candidate's job
 JOB_KIND = RowJobKind(
     service=SERVICE,
@@ -144,6 +150,7 @@ class Dispatcher(RowDispatcher):
         self.settings = settings
         self.extractor = extractor
         self.candidate_settled = candidate_settled  # a candidate was gated (and maybe released): publish it
+        self._settling: set[str] = set()  # the candidates this process's watchers are gating
 
     def prepare(self, row_id: str, job_id: str) -> str:
         """Build the pairs, record them with the feedback report, and upload the job's files; their key."""
@@ -234,8 +241,14 @@ class Dispatcher(RowDispatcher):
             owner_id = row.owner_id if row is not None else ""
             candidate = row is not None and releases.is_candidate(row)
         if succeeded and candidate:
-            self.introduce_candidate(row_id, job_id)
-            self.settle_candidate(row_id, job_id)
+            with self._lock:
+                self._settling.add(row_id)
+            try:
+                self.introduce_candidate(row_id, job_id)
+                self.settle_candidate(row_id, job_id)
+            finally:
+                with self._lock:
+                    self._settling.discard(row_id)
         elif succeeded:
             self.publish_job_scores(owner_id, row_id, job_id)
 
@@ -254,6 +267,39 @@ class Dispatcher(RowDispatcher):
             except StashError as error:
                 log.warning("the scorer refused a candidate's training job", candidate_id=row_id, error=error.message)
                 return
+
+    def sweep(self) -> list[str]:
+        """The recovery sweep every job kind shares, then the candidates a stopped trainer left ungated."""
+        failed = super().sweep()
+        self.resume_ungated_candidates()
+        return failed
+
+    def resume_ungated_candidates(self) -> list[str]:
+        """Tell the scorer and gate each candidate trained at least a lease ago that no watcher here is gating (its
+        trainer stopped before the gate); one whose job's files are gone is refused with why. Their ids.
+
+        A scorer out of reach raises `Unavailable`, so the sweep retries later. A replica still gating one of them
+        itself is harmless: a candidate is gated once (`releases.settle`)."""
+        with transaction(self.sessions) as session:
+            ungated = releases.ungated(session, utc_now() - self.timing.lease)
+        with self._lock:
+            busy = self._settling | set(self._running)
+        resumed = []
+        for row_id, job_id in ungated:
+            if row_id in busy:
+                continue
+            key = job_key(SERVICE, job_id)
+            log.warning("resuming a candidate its trainer stopped before gating", candidate_id=row_id, job_id=job_id)
+            if self.objects.exists(f"{key}/{ACTION_SCORES_FILE}"):
+                self.scores.publish_training_scores(releases.EVALUATOR_OWNER, row_id, key)
+                self.settle_candidate(row_id, job_id)
+                delete_files(self.objects, key, self.kind.files)
+            else:
+                with transaction(self.sessions) as session:
+                    releases.fail(session, row_id, GONE_REASON)
+                self.candidate_settled()
+            resumed.append(row_id)
+        return resumed
 
     def settle_candidate(self, row_id: str, job_id: str) -> None:
         """Evaluate a trained candidate on its benchmarks from the scores its worker left, and gate it."""

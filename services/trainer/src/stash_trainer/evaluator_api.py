@@ -80,6 +80,16 @@ class EvaluatorServicer(evaluator_pb2_grpc.EvaluatorServiceServicer):
         self.training.dispatcher.wake()
         return message
 
+    def start_scheduled(self) -> str | None:
+        """Queue the candidate the schedule says is due, if any (one replica wins), and wake the dispatchers."""
+        training = self.training
+        with transaction(self.sessions) as session:
+            row = releases.start_scheduled(session, self.objects, training.default_base_model, training.compute)
+            started = row.id if row is not None else None
+        if started is not None:
+            training.dispatcher.wake()
+        return started
+
     def GrantConsent(
         self, request: evaluator_pb2.GrantConsentRequest, context: grpc.ServicerContext
     ) -> evaluator_pb2.GrantConsentResponse:

@@ -69,8 +69,8 @@ def main() -> None:
     )
     wakeups = make_wakeups(settings.redis_url)
 
-    def start_scheduled(actor_id: str) -> object:
-        return evaluator.start_candidate(actor_id)
+    def start_scheduled() -> object:
+        return evaluator.start_scheduled()
 
     release_loop = ReleaseLoop(sessions, scores, wakeups, start_scheduled, settings.sweep_interval_s)
     dispatcher = Dispatcher(

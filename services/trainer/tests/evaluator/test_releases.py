@@ -6,17 +6,24 @@ tests/e2e/test_evaluator_releases.py.
 
 from __future__ import annotations
 
+import json
+import threading
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from stash_common.db import transaction, utc_now
+from stash_common.coordination import InProcessWakeups
+from stash_common.db import make_engine, make_sessions, transaction, utc_now
 from stash_common.errors import FailedPrecondition, InvalidArgument, NotFound
+from stash_common.jobs.local import LocalSubprocessLauncher
+from stash_common.jobs.training_scores import ACTION_SCORES_FILE
+from stash_common.jobs.transfer import job_key
 from stash_common.storage import LocalObjectStore
 from stash_trainer import store
+from stash_trainer.dispatcher import GONE_REASON, Dispatcher, JobSettings, PublishedScores
 from stash_trainer.evaluator import benchmarks, releases
 from stash_trainer.evaluator.gate import decide, wilson
 from stash_trainer.evaluator.store import OperatorActionRow
@@ -167,3 +174,142 @@ def test_the_policy_is_validated_and_the_schedule_waits_for_new_comparisons(
     with transaction(sessions) as session:
         assert not releases.due(session, utc_now() + timedelta(hours=2))  # nothing new since its snapshot
         assert releases.policy_of(session)[1] is not None
+
+
+def test_the_schedule_starts_a_due_candidate_once(
+    sessions: sessionmaker[Session], objects: LocalObjectStore, frozen: str
+) -> None:
+    with transaction(sessions) as session:
+        assert releases.start_scheduled(session, objects, "base", "local") is None  # the defaults schedule nothing
+        releases.set_policy(session, "ann", {"schedule_minutes": 60, "min_new_comparisons": 1})
+    with transaction(sessions) as session:
+        started = releases.start_scheduled(session, objects, "base", "local")
+        assert started is not None and started.created_by == releases.SCHEDULE_ACTOR
+    with transaction(sessions) as session:
+        assert releases.start_scheduled(session, objects, "base", "local") is None
+        assert [row.id for row, _ in releases.candidates(session)] == [started.id]
+
+
+def test_two_replicas_running_the_schedule_at_once_start_one_candidate(postgres_url: str, tmp_path: Path) -> None:
+    """The second replica's check waits for the first's lock; once the first commits, nothing is due any more."""
+    engine = make_engine(postgres_url)
+    sessions = make_sessions(engine)
+    objects = LocalObjectStore(tmp_path / "objects", "http://127.0.0.1:1", b"k" * 32)
+    admit_every_comparison(sessions, TRACES)
+    with transaction(sessions) as session:
+        benchmarks.freeze(session, "ann", "core", [group(TRACES[2]), group(TRACES[3])])
+        releases.set_policy(session, "ann", {"schedule_minutes": 60, "min_new_comparisons": 1})
+    second: list[object] = []
+
+    def second_replica() -> None:
+        with transaction(sessions) as session:
+            second.append(releases.start_scheduled(session, objects, "base", "local"))
+
+    with transaction(sessions) as session:
+        first = releases.start_scheduled(session, objects, "base", "local")
+        assert first is not None
+        replica = threading.Thread(target=second_replica)
+        replica.start()
+        while replica.is_alive() and not _waiting_for_a_lock(engine):
+            replica.join(0.05)
+    replica.join()
+
+    assert second == [None]
+    with transaction(sessions) as session:
+        assert [row.id for row, _ in releases.candidates(session)] == [first.id]
+    engine.dispose()
+
+
+def _waiting_for_a_lock(engine: Engine) -> bool:
+    query = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    with engine.connect() as connection:
+        return bool(connection.exec_driver_sql(query).scalar())
+
+
+class _RecordingScorer:
+    """Records the candidates' training jobs it is told (the scorer's side is tests/e2e)."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple[str, str]] = []
+
+    def publish_training_scores(self, owner_id: str, reward_model_id: str, job_key: str) -> PublishedScores:
+        self.told.append((reward_model_id, job_key))
+        return PublishedScores(0, 0)
+
+
+def _trainer(sessions: sessionmaker[Session], objects: LocalObjectStore, tmp_path: Path) -> tuple[Dispatcher, list]:
+    """A freshly started trainer's dispatcher (nothing watched, nothing gating) and what it told the scorer."""
+    scorer = _RecordingScorer()
+    dispatcher = Dispatcher(
+        sessions,
+        None,  # type: ignore[arg-type]  # a candidate reads no trace
+        scorer,
+        objects,
+        LocalSubprocessLauncher(tmp_path / "logs"),
+        InProcessWakeups(),
+        JobSettings("127.0.0.1:1", lease_s=1.0),
+    )
+    return dispatcher, scorer.told
+
+
+def _trained_then_interrupted(
+    sessions: sessionmaker[Session], objects: LocalObjectStore, right: int | None
+) -> tuple[str, str]:
+    """A candidate whose worker succeeded (leaving its scores when `right` is given) a minute ago and whose trainer
+    stopped before gating it; (its id, its job's key)."""
+    candidate_id = trained(sessions, objects)
+    item_scores = scores(sessions, objects, candidate_id, right or 0)
+    with transaction(sessions) as session:
+        model = session.get_one(store.RewardModelRow, candidate_id)
+        store.finish(model, store.SUCCEEDED)
+        model.finished_at = utc_now() - timedelta(minutes=1)
+        key = job_key("trainer", model.job_id or "")
+    if right is not None:
+        lines = [{"trace_id": t, "step_id": s, "score": score} for (t, s), score in item_scores.items()]
+        objects.put(f"{key}/{ACTION_SCORES_FILE}", "".join(json.dumps(line) + "\n" for line in lines).encode())
+    return candidate_id, key
+
+
+def test_a_restarted_trainer_gates_a_candidate_its_predecessor_left_ungated(
+    sessions: sessionmaker[Session], objects: LocalObjectStore, frozen: str, tmp_path: Path
+) -> None:
+    candidate_id, key = _trained_then_interrupted(sessions, objects, right=2)
+    with transaction(sessions) as session:
+        assert releases.status_of(*releases.candidates(session)[0]) == releases.EVALUATING
+
+    dispatcher, told = _trainer(sessions, objects, tmp_path)
+    assert dispatcher.sweep() == []
+
+    assert told == [(candidate_id, key)]  # the scorer knows the job before its files go
+    assert not objects.exists(f"{key}/{ACTION_SCORES_FILE}")
+    with transaction(sessions) as session:
+        row, model = releases.candidates(session)[0]
+        assert releases.status_of(row, model) == releases.AWAITING and row.report
+    assert dispatcher.resume_ungated_candidates() == []  # gated once
+
+
+def test_a_candidate_left_ungated_without_its_scores_is_refused_with_why(
+    sessions: sessionmaker[Session], objects: LocalObjectStore, frozen: str, tmp_path: Path
+) -> None:
+    candidate_id, _ = _trained_then_interrupted(sessions, objects, right=None)
+
+    dispatcher, told = _trainer(sessions, objects, tmp_path)
+    assert dispatcher.resume_ungated_candidates() == [candidate_id]
+
+    assert told == []
+    with transaction(sessions) as session:
+        row, model = releases.candidates(session)[0]
+        assert (releases.status_of(row, model), row.reason) == (releases.REFUSED, GONE_REASON)
+
+
+def test_a_candidate_gated_already_is_not_gated_again(
+    sessions: sessionmaker[Session], objects: LocalObjectStore, frozen: str
+) -> None:
+    candidate_id = trained(sessions, objects)
+    with transaction(sessions) as session:
+        first = releases.settle(session, candidate_id, scores(sessions, objects, candidate_id, 2))
+        gated = (first.decision, first.reason, first.report)
+    with transaction(sessions) as session:
+        releases.fail(session, candidate_id, "late")
+        row = releases.settle(session, candidate_id, scores(sessions, objects, candidate_id, 0))
+        assert (row.decision, row.reason, row.report) == gated and row.decision == releases.AWAITING

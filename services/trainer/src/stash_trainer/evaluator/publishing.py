@@ -41,12 +41,12 @@ class ReleaseLoop:
         sessions: sessionmaker[Session],
         scorer: ReleasePublisher,
         wakeups: Wakeups,
-        start_candidate: Callable[[str], object],
+        start_scheduled: Callable[[], object],
         interval_s: float,
     ) -> None:
         self.sessions = sessions
         self.scorer = scorer
-        self.start_candidate = start_candidate
+        self.start_scheduled = start_scheduled  # starts the candidate the schedule says is due, if any
         self._loop = QueueLoop("evaluator-releases", wakeups, TOPIC, self.publish_pending, self.sweep, interval_s)
 
     def start(self) -> None:
@@ -78,10 +78,7 @@ class ReleaseLoop:
     def sweep(self) -> None:
         """Publish what is pending, then start a candidate when the schedule says one is due."""
         self.publish_pending()
-        with transaction(self.sessions) as session:
-            due = releases.due(session, utc_now())
-        if due:
-            self.start_candidate(releases.SCHEDULE_ACTOR)
+        self.start_scheduled()
 
 
 def _job_key(session: Session, number: int) -> str:

@@ -9,9 +9,12 @@ Rules:
   benchmark, since a candidate that cannot be evaluated cannot be released.
 - The schedule starts a candidate when `schedule_minutes` have passed since the last one and at least
   `min_new_comparisons` admitted comparisons outside the benchmarks are new since the last one's snapshot.
+  Every trainer replica runs the schedule: the check and the start happen under a lock on the policy row, so
+  only one replica starts the candidate that is due.
 - Once trained, its worker has scored every benchmark item; the report and the gate's decision
-  (`stash_trainer.evaluator.gate`) are stored. A pass is released at once (`auto_release`) or waits for the
-  operator's approval; a refusal is kept with its reasons.
+  (`stash_trainer.evaluator.gate`) are stored, once: a candidate already gated is never gated again, so a
+  trainer that resumes a candidate another one was gating changes nothing (`ungated`). A pass is released at
+  once (`auto_release`) or waits for the operator's approval; a refusal is kept with its reasons.
 - Releases are numbered from 1. Each release and each rollback (to any release but the current one) is a
   publication for the scorer; the publication loop retries each until the scorer acknowledges it, in order.
   The latest publication's release is the current one.
@@ -130,6 +133,16 @@ def start_candidate(
     return row
 
 
+def start_scheduled(
+    session: Session, objects: ObjectStore, default_base_model: str, compute: str
+) -> CandidateRow | None:
+    """Start the candidate the schedule says is due, if any. The policy row is locked first (PostgreSQL), so a
+    second replica running the schedule waits, then sees the new candidate and finds nothing due."""
+    if session.get(TrainingPolicyRow, 1, with_for_update=True) is None or not due(session, utc_now()):
+        return None  # no policy row: the defaults apply, and they schedule nothing
+    return start_candidate(session, objects, SCHEDULE_ACTOR, default_base_model, compute)
+
+
 def is_candidate(model: store.RewardModelRow) -> bool:
     """Whether a reward model row is a shared evaluator candidate's."""
     return model.owner_id == EVALUATOR_OWNER and bool((model.training_config or {}).get(CANDIDATE_CONFIG))
@@ -160,8 +173,11 @@ def training_inputs(
 def settle(session: Session, candidate_id: str, scores: Mapping[tuple[str, str], float]) -> CandidateRow:
     """Store the candidate's benchmark report and the gate's decision; release it when the policy says so.
 
-    `scores` maps (benchmark version id, worker step id) to the candidate's raw score."""
-    row = _candidate(session, candidate_id)
+    `scores` maps (benchmark version id, worker step id) to the candidate's raw score. A candidate gated already
+    is returned as it is."""
+    row = _candidate(session, candidate_id, lock=True)
+    if row.decision is not None:
+        return row
     report = [
         benchmark_report(
             {"id": version.id, "name": version.name, "version": version.version, "items": version.items},
@@ -182,8 +198,10 @@ def settle(session: Session, candidate_id: str, scores: Mapping[tuple[str, str],
 
 
 def fail(session: Session, candidate_id: str, reason: str) -> None:
-    """Refuse a trained candidate that could not be evaluated, with the reason."""
-    row = _candidate(session, candidate_id)
+    """Refuse a trained candidate that could not be evaluated, with the reason (unless it was gated already)."""
+    row = _candidate(session, candidate_id, lock=True)
+    if row.decision is not None:
+        return
     row.decision, row.reason = REFUSED, reason
     row.gate = Decision(False, current_number(session), (reason,)).to_json()
 
@@ -269,6 +287,18 @@ def status_of(candidate: CandidateRow, model: store.RewardModelRow | None) -> st
     return EVALUATING if model.status == store.SUCCEEDED else TRAINING
 
 
+def ungated(session: Session, finished_before: datetime) -> list[tuple[str, str]]:
+    """The candidates trained before `finished_before` and still not gated, as (candidate id, training job id):
+    the trainer that watched their worker stopped between the worker's success and the gate."""
+    model = store.RewardModelRow
+    query = (
+        select(CandidateRow.id, model.job_id)
+        .join(model, model.id == CandidateRow.id)
+        .where(CandidateRow.decision.is_(None), model.status == store.SUCCEEDED, model.finished_at < finished_before)
+    )
+    return [(candidate_id, job_id) for candidate_id, job_id in session.execute(query) if job_id]
+
+
 def due(session: Session, now: datetime) -> bool:
     """Whether the schedule starts a candidate now."""
     policy, _ = policy_of(session)
@@ -313,8 +343,8 @@ def _current_report(session: Session) -> tuple[int, list[Any]] | None:
     return (number, list(candidate.report or [])) if candidate is not None else None
 
 
-def _candidate(session: Session, candidate_id: str) -> CandidateRow:
-    row = session.get(CandidateRow, candidate_id)
+def _candidate(session: Session, candidate_id: str, lock: bool = False) -> CandidateRow:
+    row = session.get(CandidateRow, candidate_id, with_for_update=lock)
     if row is None:
         raise NotFound(f"candidate {candidate_id} not found")
     return row
