@@ -11,6 +11,7 @@ import re
 from typing import Any, Protocol
 
 from google.protobuf.descriptor import EnumDescriptor
+from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
 from stash.rm.v1 import common_pb2, ingest_pb2
@@ -51,6 +52,12 @@ def timestamp_json(message: Message, field: str) -> str | None:
 def optional(message: Message, field: str) -> Any:
     """An `optional` scalar field's value, or None when it is not set."""
     return getattr(message, field) if message.HasField(field) else None
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    """A response message as JSON with the proto's field names and every field present (enums by their full
+    proto names): for messages the REST API passes on as they are."""
+    return MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 
 
 def summary_json(summary: common_pb2.TraceSummary) -> dict[str, Any]:

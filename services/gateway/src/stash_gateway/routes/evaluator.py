@@ -9,13 +9,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Query
-from google.protobuf.json_format import MessageToDict
-from google.protobuf.message import Message
 from pydantic import Field, model_validator
 
 from stash.rm.v1 import evaluator_pb2
 from stash_gateway.auth import Reader, Writer
 from stash_gateway.openapi import RequestBody
+from stash_gateway.rest_json import message_json
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.state import Services, Settings
 
@@ -42,11 +41,6 @@ class ReviewBody(RequestBody):
     comparison_id: str = Field(min_length=1, max_length=64)
     verdict: Literal["better", "worse", "tie", "invalid"] = Field(description="Action A against action B")
     note: str | None = Field(default=None, max_length=2000)
-
-
-def message_json(message: Message) -> dict[str, Any]:
-    """A response message as JSON with the proto's field names and every field present."""
-    return MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 
 
 @router.get("/consent", summary="The caller's consent and contribution")

@@ -15,8 +15,9 @@ from stash.rm.v1 import evaluator_pb2
 from stash_common.db import transaction
 from stash_common.messages import struct_of
 from stash_gateway.openapi import RequestBody
+from stash_gateway.rest_json import message_json
 from stash_gateway.routes.admin import ADMIN_PREFIX, require_admin
-from stash_gateway.routes.evaluator import message_json, releases_json
+from stash_gateway.routes.evaluator import releases_json
 from stash_gateway.state import Services, Settings
 from stash_gateway.store import find_user
 
