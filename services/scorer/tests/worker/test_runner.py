@@ -7,11 +7,13 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from stash.rm.v1 import common_pb2
+from stash_common.errors import ResourceExhausted
 from stash_common.reward_model.checkpoint import load_checkpoint
 from stash_common.reward_model.strategies import ActionScorer, ScoringModel, score_one_by_one
 from stash_common.storage import ObjectStore
@@ -44,19 +46,19 @@ def test_every_action_is_scored_with_its_credit_and_each_trace_reported_when_don
 ) -> None:
     upload_checkpoint(objects, decoder_checkpoint)
     directory = job_dir()
-    real_score_trace = scoring.score_trace
+    real_score_traces = scoring.score_traces
 
     def recorded(
-        model: ScoringModel, score_actions: ActionScorer, trace: TraceInput
-    ) -> tuple[list[float], float | None]:
-        scorer.events.append(f"score {trace.run.trace_id}")
-        return real_score_trace(model, score_actions, trace)
+        model: ScoringModel, score_actions: ActionScorer, traces: Sequence[TraceInput]
+    ) -> list[tuple[list[float], float | None]]:
+        scorer.events.append(f"score {' '.join(trace.run.trace_id for trace in traces)}")
+        return real_score_traces(model, score_actions, traces)
 
-    monkeypatch.setattr(scoring, "score_trace", recorded)
+    monkeypatch.setattr(scoring, "score_traces", recorded)
 
     assert run_job(directory) == 0
 
-    assert scorer.events == ["score t-long", "report t-long", "score t-short", "report t-short"]
+    assert scorer.events == ["score t-long t-short", "report t-long", "report t-short"]  # one chunk, shared passes
     reports = scorer.by_trace()
     for trace_id, steps in TRACES.items():
         report = reports[trace_id]
@@ -73,6 +75,32 @@ def test_every_action_is_scored_with_its_credit_and_each_trace_reported_when_don
         assert report.HasField("trace_score") and math.isfinite(report.trace_score)
     assert len(reports["t-long"].action_scores) == 24
     assert result_of(directory) == {"action_count": sum(len(action_examples(s)) for s in TRACES.values())}
+
+
+def test_a_chunk_that_runs_out_of_memory_is_scored_trace_by_trace_and_only_the_trace_too_big_fails(
+    job_dir: JobWriter,
+    scorer: Scorer,
+    objects: ObjectStore,
+    decoder_checkpoint: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    upload_checkpoint(objects, decoder_checkpoint)
+    real_score_traces = scoring.score_traces
+
+    def out_of_memory_with_t_long(
+        model: ScoringModel, score_actions: ActionScorer, traces: Sequence[TraceInput]
+    ) -> list[tuple[list[float], float | None]]:
+        if any(trace.run.trace_id == "t-long" for trace in traces):
+            raise ResourceExhausted("the device ran out of memory")
+        return real_score_traces(model, score_actions, traces)
+
+    monkeypatch.setattr(scoring, "score_traces", out_of_memory_with_t_long)
+
+    assert run_job(job_dir()) == 0
+
+    reports = scorer.by_trace()
+    assert (reports["t-long"].status, reports["t-long"].error) == (FAILED, "the device ran out of memory")
+    assert reports["t-short"].status == SUCCEEDED and len(reports["t-short"].action_scores) > 0
 
 
 def test_an_encoder_checkpoint_is_scored_in_sorted_batches(

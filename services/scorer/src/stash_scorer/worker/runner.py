@@ -1,4 +1,5 @@
-"""One scoring job, start to finish: read the directory, fetch the checkpoint, score and report each trace.
+"""One scoring job, start to finish: read the directory, fetch the checkpoint once, score the traces in chunks
+that share their forward passes (`CHUNK_TRACES`), and report each trace.
 
 Everything that can fail without a model (the job files, the archive, the action statistics) is
 checked before torch is imported. A failure of the whole job reports every run not yet reported as
@@ -12,7 +13,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from stash_common.errors import FailedPrecondition, StashError
+from stash_common.errors import FailedPrecondition, ResourceExhausted, StashError
 from stash_common.jobs.files import job_log
 from stash_common.settings import load
 from stash_common.worker_storage import WorkerStorageSettings, fetch_checkpoint
@@ -30,6 +31,7 @@ from stash_scorer.worker.reports import Reporter
 from stash_scorer.worker.traces import TraceInput, trace_inputs, trace_result
 
 LOG = logging.getLogger(__name__)
+CHUNK_TRACES = 64  # traces scored together: more share the passes better, fewer are reported sooner
 
 
 def run_job(job_dir: Path) -> int:
@@ -71,25 +73,40 @@ def score_job(job_dir: Path, job: ScoreJob, reporter: Reporter) -> int:
         model_dir = fetch_checkpoint(objects, job.reward_model_id, job.reward_model_key, Path(scratch))
         stats = action_stats(model_dir, job)
         # Imported here: torch and transformers take seconds to load, and every check above runs first.
-        from stash_scorer.worker.scoring import load_scoring_model, score_trace
+        from stash_scorer.worker.scoring import load_scoring_model, score_traces
 
         scoring, score_actions = load_scoring_model(model_dir, job)
         count = 0
-        for trace in traces:
+        for start in range(0, len(traces), CHUNK_TRACES):
+            scorable = []
+            for trace in traces[start : start + CHUNK_TRACES]:
+                if trace.actions:
+                    scorable.append(trace)
+                else:
+                    fail_trace(reporter, trace, no_actions(trace))
             try:
-                actions, trace_score = score_trace(scoring, score_actions, require_actions(trace))
+                scored = list(zip(scorable, score_traces(scoring, score_actions, scorable), strict=True))
+            except ResourceExhausted:  # score the chunk trace by trace: only a trace that does not fit fails
+                scored = []
+                for trace in scorable:
+                    try:
+                        scored.append((trace, score_traces(scoring, score_actions, [trace])[0]))
+                    except ResourceExhausted as error:
+                        fail_trace(reporter, trace, error)
+            for trace, (actions, trace_score) in scored:
                 reporter.succeeded(trace_result(trace, actions, trace_score, stats))
                 count += len(actions)
-            except StashError as error:
-                LOG.warning("trace %s failed: %s", trace.run.trace_id, error.message)
-                reporter.failed(trace.run, error.message, error.permanent)
     return count
 
 
-def require_actions(trace: TraceInput) -> TraceInput:
-    """The trace, or FailedPrecondition when the job holds none of its actions (nothing to score)."""
-    if not trace.actions:
-        raise FailedPrecondition(
-            f"trace {trace.run.trace_id} has no scorable action (an assistant response or tool call) in the job"
-        )
-    return trace
+def fail_trace(reporter: Reporter, trace: TraceInput, error: StashError) -> None:
+    """Report that one trace could not be scored; the job goes on."""
+    LOG.warning("trace %s failed: %s", trace.run.trace_id, error.message)
+    reporter.failed(trace.run, error.message, error.permanent)
+
+
+def no_actions(trace: TraceInput) -> FailedPrecondition:
+    """Why a trace the job holds none of the actions of fails (nothing to score)."""
+    return FailedPrecondition(
+        f"trace {trace.run.trace_id} has no scorable action (an assistant response or tool call) in the job"
+    )

@@ -1,12 +1,16 @@
-"""Scoring with torch: load the unpacked checkpoint, then score one trace's actions and its whole text.
+"""Scoring with torch: load the unpacked checkpoint, then score the actions and whole texts of many traces.
 
 The strategy follows the model: one forward pass per trace for causal decoders, length-sorted batches
-for encoders (`stash_common.reward_model.strategies`); both equal scoring each action on its own.
+for encoders (`stash_common.reward_model.strategies`); both equal scoring each action on its own. The
+traces of a chunk share their forward passes: on a CPU a forward call of a trace's two or three short
+actions costs nearly as much as one of a full batch (200 support traces, MiniLM, 2 cores: 5.1 actions/s
+trace by trace, 13.9 in chunks of 64).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -37,19 +41,22 @@ def load_scoring_model(model_dir: Path, job: ScoreJob) -> tuple[ScoringModel, Ac
     return scoring, strategy(name)
 
 
-def score_trace(
-    scoring: ScoringModel, score_actions: ActionScorer, trace: TraceInput
-) -> tuple[list[float], float | None]:
-    """Raw scores of the trace's actions in step order, and of the whole trace when it has a text.
+def score_traces(
+    scoring: ScoringModel, score_actions: ActionScorer, traces: Sequence[TraceInput]
+) -> list[tuple[list[float], float | None]]:
+    """For each trace, the raw scores of its actions in step order and of its whole text when it has one.
 
-    Running out of device memory fails this trace alone (ResourceExhausted), not the rest of the batch.
+    Running out of device memory raises ResourceExhausted, naming the trace when there is only one: the
+    caller scores a chunk that ran out trace by trace, so that it fails the trace that does alone.
     """
+    with_text = [trace.trace_text for trace in traces if trace.trace_text]
     try:
-        actions = score_actions(scoring, [[item.text for item in trace.actions]])[0]
-        trace_score = scoring.score_texts([trace.trace_text])[0] if trace.trace_text else None
+        actions = score_actions(scoring, [[item.text for item in trace.actions] for trace in traces])
+        texts = iter(scoring.score_texts(with_text)) if with_text else iter(())
     except torch.OutOfMemoryError as error:
+        which = f"trace {traces[0].run.trace_id}" if len(traces) == 1 else f"{len(traces)} traces"
         raise ResourceExhausted(
-            f"the device ran out of memory scoring trace {trace.run.trace_id} at max_length {scoring.max_length}"
+            f"the device ran out of memory scoring {which} at max_length {scoring.max_length}"
             f" and batch_size {scoring.batch_size}: lower either in the scorer's settings and retry"
         ) from error
-    return actions, trace_score
+    return [(scores, next(texts) if trace.trace_text else None) for scores, trace in zip(actions, traces, strict=True)]
