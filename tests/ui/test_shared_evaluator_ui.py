@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -21,7 +20,7 @@ from stash.rm.v1 import scorer_pb2, scorer_pb2_grpc
 from stash_common.channels import open_channel
 from stash_common.messages import timestamp_of
 from support.browser import screenshot, sign_in, signed
-from support.ingest import stash_line
+from support.models import rated_traces
 from support.stack import RunningStack, running_stack
 
 WAIT_S = 300
@@ -43,18 +42,7 @@ def alice(stack: RunningStack, alice_key: str) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="module")
 def traces(alice: httpx.Client) -> list[str]:
     """Three support traces whose lookup call is rated + and whose answer −."""
-    trace_ids = []
-    for number in range(3):
-        trace = orjson.loads(stash_line(f"shared-ui-{number}"))
-        trace["steps"][1]["content"] = f"I want a refund for order {1100 + number}"
-        imported = alice.post("/traces/import", json={"format": "stash", "data": orjson.dumps(trace).decode()})
-        trace_id = imported.json()["trace_ids"][0]
-        steps = alice.get(f"/traces/{trace_id}").json()["steps"]
-        for step, rating in ((steps[2], 1), (steps[4], -1)):
-            rated = alice.post(f"/traces/{trace_id}/annotations", json={"step_id": step["id"], "rating": rating})
-            assert rated.status_code == 201, rated.text
-        trace_ids.append(trace_id)
-    return trace_ids
+    return rated_traces(alice, 3, prefix="shared-ui")
 
 
 def _waited(what: str, probe: Any) -> Any:
