@@ -54,6 +54,7 @@ def test_consent_then_an_independent_review_in_the_browser(
     expect(card).to_have_count(1)
     expect(card.locator(".comparison-context").first).to_contain_text("System: You are a support agent.")
     expect(card.locator(".comparison-action")).to_have_count(2)
+    expect(page.locator("#review-queue .hint")).to_contain_text("each after the conversation that led up to it")
     assert trace_id not in card.inner_text()
     screenshot(page, "evaluator-review-queue")
     card.locator(".review-note").fill("the lookup comes first")

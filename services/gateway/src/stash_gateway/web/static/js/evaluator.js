@@ -172,7 +172,7 @@ function queueSection(screen, session, queue) {
     "section",
     { class: "evaluator-queue", id: "review-queue" },
     head,
-    h("p", { class: "hint" }, "Each comparison shows the conversation so far and two candidate next actions. Which one should the agent have taken?"),
+    h("p", { class: "hint" }, "Each comparison shows two agent actions, A and B (highlighted), each after the conversation that led up to it; the two may come at different points of a conversation. Which action is better?"),
     queue.map((item) => comparisonCard(screen, session, item)),
   );
 }
