@@ -1,5 +1,6 @@
-"""The shared evaluator's data end to end on both profiles: consent isolation, independent review, benchmarks
-held out of snapshots, revocation, the operator's CLI and its audit trail; six real processes each time."""
+"""The shared evaluator's data end to end on both profiles: consent isolation, independent review (REST and the
+CLI), immutable benchmark versions held out of snapshots, revocation, the operator's CLI and its audit trail; six
+real processes each time."""
 
 from __future__ import annotations
 
@@ -42,10 +43,6 @@ def stack(
         yield running
 
 
-def account(stack: RunningStack, name: str) -> httpx.Client:
-    return stack.client(stack.create_user(name))
-
-
 def rated_trace(client: httpx.Client, request_text: str, source_id: str) -> str:
     """A trace whose lookup call is rated + and whose answer is rated −."""
     trace = orjson.loads(stash_line())
@@ -70,15 +67,34 @@ def _records(args: tuple[str, ...]) -> bool:
     return args[0] in ("reviewers", "policy", "collect", "freeze", "snapshot")
 
 
+def prefers_the_lookup(item: dict[str, Any]) -> str:
+    """The verdict on A of a reviewer who prefers the lookup call."""
+    return "better" if "called lookup_order" in item["action_a"] else "worse"
+
+
 def review_all(client: httpx.Client) -> list[str]:
-    """Review every queued comparison, preferring the lookup call; the reviewed ids."""
+    """Review every queued comparison through REST, preferring the lookup call; the reviewed ids."""
     reviewed = []
     for item in client.get("/evaluator/review-queue", params={"limit": 50}).json():
-        verdict = "better" if "called lookup_order" in item["action_a"] else "worse"
-        body = {"comparison_id": item["comparison_id"], "verdict": verdict}
+        body = {"comparison_id": item["comparison_id"], "verdict": prefers_the_lookup(item)}
         assert client.post("/evaluator/reviews", json=body).status_code == 201
         reviewed.append(item["comparison_id"])
     return reviewed
+
+
+def as_account(stack: RunningStack, key: str, *args: str) -> Any:
+    """`stash-rm evaluator ...` with an account's API key; its JSON answer."""
+    result = stash_rm("evaluator", *args, "--key", key, env=stack.env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def review_all_on_the_command_line(stack: RunningStack, key: str) -> int:
+    """Review every queued comparison with `stash-rm evaluator review`, preferring the lookup call; how many."""
+    queue = as_account(stack, key, "review", "queue", "--limit", "50")
+    for item in queue:
+        assert as_account(stack, key, "review", "record", item["comparison_id"], prefers_the_lookup(item))["review_id"]
+    return len(queue)
 
 
 def snapshot_lines(stack: RunningStack, profile: str, key: str) -> list[dict[str, Any]]:
@@ -91,8 +107,8 @@ def snapshot_lines(stack: RunningStack, profile: str, key: str) -> list[dict[str
 
 
 def test_consent_review_benchmark_snapshot_and_revocation(stack: RunningStack, profile: str) -> None:
-    alice, bob = account(stack, "alice"), account(stack, "bob")
-    carol, dave = account(stack, "carol"), account(stack, "dave")
+    keys = {name: stack.create_user(name) for name in ("alice", "bob", "carol", "dave")}
+    alice, bob, carol, dave = (stack.client(keys[name]) for name in ("alice", "bob", "carol", "dave"))
     first = rated_trace(alice, "I want a refund for order 1182", "support")
     second = rated_trace(alice, "Where is my parcel 77?", "support")
     rated_trace(bob, f"{SECRET}: refund order 9", "bobs")
@@ -100,8 +116,10 @@ def test_consent_review_benchmark_snapshot_and_revocation(stack: RunningStack, p
     assert alice.get("/evaluator/consent").json()["consents"] == []
     refused = alice.put("/evaluator/consent", json={"text_version": "v1", "source_ids": ["bobs"]})
     assert refused.status_code == 422 and "source bobs is not yours" in refused.text
-    granted = alice.put("/evaluator/consent", json={"text_version": "v1", "source_ids": ["support"]})
-    assert granted.status_code == 200 and granted.json()["source_ids"] == ["support"]
+    assert alice.get("/evaluator/consent").json()["consents"] == []
+    granted = as_account(stack, keys["alice"], "consent", "grant", "--text-version", "v1", "--source", "support")
+    assert (granted["source_ids"], granted["text_version"]) == (["support"], "v1")
+    assert granted["granted_by"] and granted["granted_at"] and not granted.get("revoked_at")
 
     for name in ("alice", "carol", "dave"):
         operator(stack, "reviewers", "add", name)
@@ -118,35 +136,59 @@ def test_consent_review_benchmark_snapshot_and_revocation(stack: RunningStack, p
     assert len(review_all(carol)) == 4
     again = carol.post("/evaluator/reviews", json={"comparison_id": queue[0]["comparison_id"], "verdict": "worse"})
     assert again.status_code == 409 and "reviews a comparison once" in again.text
-    assert len(review_all(dave)) == 4
+    assert review_all_on_the_command_line(stack, keys["dave"]) == 4
 
     stats = operator(stack, "stats")
     assert stats["stats"]["by_status"]["admitted"] == 4
+    assert stats["stats"]["reviews"] == 8  # the refused own and second reviews left nothing
     groups = sorted(stats["stats"]["admitted_task_groups"])
     assert len(groups) == 2
 
     frozen = operator(stack, "freeze", "core", "--task-group", groups[0])
     assert (frozen["version"], frozen["size"], frozen["trace_count"]) == (1, 1, 1)
     assert len(frozen["content_hash"]) == 64
+    assert operator(stack, "freeze", "core", "--task-group", groups[0]) == frozen  # the same content: the same version
+
+    # A new trace in each task group (the first request's case and spacing changed) adds comparisons to both.
+    third = rated_trace(alice, "i want a REFUND  for order 1182", "support")
+    fourth = rated_trace(alice, "Where is my parcel 77?", "support")
+    assert operator(stack, "collect") == {"added": 12}
+    assert len(review_all(carol)) == 12 and len(review_all(dave)) == 12
+    grown = operator(stack, "freeze", "core", "--task-group", groups[0])
+    assert (grown["version"], grown["size"], grown["trace_count"]) == (2, 4, 2)
+    assert grown["content_hash"] != frozen["content_hash"]
+
     overlap = stash_rm("evaluator", "freeze", "other", "--task-group", groups[0], env=stack.env)
     assert overlap.returncode == 1 and "benchmarks are disjoint" in overlap.stderr
     empty = stash_rm("evaluator", "freeze", "empty", "--task-group", "no-such-group", env=stack.env)
     assert empty.returncode == 1 and "empty benchmark" in empty.stderr
+    versions = operator(stack, "benchmarks")
+    assert [(b["name"], b["version"], b["content_hash"]) for b in versions] == [
+        ("core", 1, frozen["content_hash"]),
+        ("core", 2, grown["content_hash"]),
+    ]
 
     snapshot = operator(stack, "snapshot")
-    assert (snapshot["size"], snapshot["held_out"]) == (1, 3)
-    (line,) = snapshot_lines(stack, profile, snapshot["object_key"])
-    assert len(line["trace_ids"]) == 1 and line["trace_ids"][0] in (first, second)
-    assert SECRET not in json.dumps(line)
+    assert (snapshot["size"], snapshot["held_out"]) == (4, 12)
+    lines = snapshot_lines(stack, profile, snapshot["object_key"])
+    trained = {trace for line in lines for trace in line["trace_ids"]}
+    assert trained in ({first, third}, {second, fourth})  # the other task group is core's alone
+    assert SECRET not in json.dumps(lines)
 
-    revoked = alice.delete("/evaluator/consent")
-    assert revoked.status_code == 200 and revoked.json()["revoked_by"]
+    revoked = as_account(stack, keys["alice"], "consent", "revoke")
+    assert revoked["revoked_by"] and revoked["revoked_at"]
     mine = alice.get("/evaluator/consent").json()
-    assert mine["contributed_comparisons"] == 4 and mine["stopped_at"]
+    assert mine["contributed_comparisons"] == 16 and mine["stopped_at"]
     after = stash_rm("evaluator", "snapshot", env=stack.env)
     assert after.returncode == 1 and "empty snapshot" in after.stderr
-    assert carol.get("/evaluator/review-queue").json() == []
+    later = stash_rm("evaluator", "freeze", "later", "--task-group", groups[1], env=stack.env)
+    assert later.returncode == 1 and "empty benchmark" in later.stderr
+    assert carol.get("/evaluator/review-queue").json() == [] and dave.get("/evaluator/review-queue").json() == []
+    assert operator(stack, "benchmarks") == versions  # frozen versions never change, not even on a revocation
+    never = bob.get("/evaluator/consent").json()
+    assert (never["consents"], never["contributed_comparisons"]) == ([], 0)
 
     actions = operator(stack, "actions")
+    assert [a["action"] for a in actions].count("freeze_benchmark") == 2
     assert {a["action"] for a in actions} >= {"name_reviewer", "collect_corpus", "freeze_benchmark", "take_snapshot"}
     assert {a["actor_id"] for a in actions} == {"ann"} and all(a["at"] for a in actions)
