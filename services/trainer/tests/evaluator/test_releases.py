@@ -24,7 +24,7 @@ from stash_common.jobs.transfer import job_key
 from stash_common.storage import LocalObjectStore
 from stash_trainer import store
 from stash_trainer.dispatcher import GONE_REASON, Dispatcher, JobSettings, PublishedScores
-from stash_trainer.evaluator import benchmarks, releases
+from stash_trainer.evaluator import benchmarks, consent, releases
 from stash_trainer.evaluator.gate import decide, wilson
 from stash_trainer.evaluator.store import OperatorActionRow
 from support.evaluator import admit_every_comparison, group, rated_trace
@@ -100,6 +100,37 @@ def test_a_candidate_records_its_inputs_and_trains_from_the_snapshot(
 def test_a_candidate_needs_a_frozen_benchmark(sessions: sessionmaker[Session], objects: LocalObjectStore) -> None:
     admit_every_comparison(sessions, TRACES)
     with pytest.raises(FailedPrecondition, match="freeze a benchmark first"), transaction(sessions) as session:
+        releases.start_candidate(session, objects, "ann", "base", "local")
+
+
+def test_a_candidate_started_after_a_revocation_is_not_evaluated_on_that_accounts_comparisons(
+    sessions: sessionmaker[Session], objects: LocalObjectStore
+) -> None:
+    dan = rated_trace("dan", "d1", "refund 5")
+    admit_every_comparison(sessions, [*TRACES, dan])
+    with transaction(sessions) as session:
+        version = benchmarks.freeze(session, "ann", "core", [group(TRACES[2]), group(dan)])
+        bobs = {item["comparison_id"] for item in version.items if item["owner_id"] == "bob"}
+        assert version.size == 2 and len(bobs) == 1
+    before = trained(sessions, objects)
+    with transaction(sessions) as session:
+        consent.revoke(session, "bob", "bob")
+    after = trained(sessions, objects)
+
+    with transaction(sessions) as session:
+        inputs = {row.id: row.benchmarks for row, _ in releases.candidates(session)}
+        assert [entry["withdrawn"] for entry in inputs[before]] == [[]]
+        assert [entry["withdrawn"] for entry in inputs[after]] == [sorted(bobs)]
+        _, items = releases.training_inputs(session, objects, after, 0)
+        assert len(items) == 2 and not any(item["step_id"].startswith(tuple(bobs)) for item in items)
+        report = releases.settle(session, after, scores(sessions, objects, after, 1)).report
+        assert report is not None and (report[0]["n"], report[0]["correct"]) == (1, 1)
+        assert list(report[0]["slices"]["owner"]) == ["dan"]  # the frozen version itself still holds bob's
+        assert benchmarks.benchmarks(session)[0].size == 2
+
+    with transaction(sessions) as session:
+        consent.revoke(session, "dan", "dan")
+    with pytest.raises(FailedPrecondition, match="withdrawn by a revoked consent"), transaction(sessions) as session:
         releases.start_candidate(session, objects, "ann", "base", "local")
 
 

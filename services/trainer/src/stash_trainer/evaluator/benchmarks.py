@@ -11,7 +11,8 @@ Rules:
 - A snapshot for training is every admitted, consented comparison that shares no trace and no task group
   with any benchmark version; it is stored as JSONL in object storage, with its hash and size.
 - A revoked consent removes the account from every later benchmark and snapshot (selection happens
-  here, through `review.admitted`); frozen versions stay as they were.
+  here, through `review.admitted`); frozen versions stay as they were, and `withdrawn` names the comparisons
+  of a version that a candidate started later must not be evaluated on.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from sqlalchemy.orm import Session
 from stash_common.db import new_id, utc_now
 from stash_common.errors import FailedPrecondition, InvalidArgument
 from stash_common.storage import ObjectStore
-from stash_trainer.evaluator.review import admitted, record_action
+from stash_trainer.evaluator.consent import consented_scopes
+from stash_trainer.evaluator.review import admitted, consented, record_action
 from stash_trainer.evaluator.store import BenchmarkRow, ComparisonRow, SnapshotRow
 
 MAX_NAME_CHARS = 100
@@ -110,6 +112,14 @@ def held_out(session: Session) -> tuple[set[str], set[str]]:
         groups.update(row.task_groups)
         traces.update(row.trace_ids)
     return groups, traces
+
+
+def withdrawn(session: Session, version: BenchmarkRow) -> set[str]:
+    """The comparisons of a frozen version whose owner's open consent no longer covers them (or that are gone)."""
+    ids = {item["comparison_id"] for item in version.items}
+    scopes = consented_scopes(session)
+    rows = session.scalars(select(ComparisonRow).where(ComparisonRow.id.in_(sorted(ids))))
+    return ids - {row.id for row in rows if consented(row, scopes)}
 
 
 def benchmark_item(row: ComparisonRow, confirmed: bool) -> dict[str, Any]:

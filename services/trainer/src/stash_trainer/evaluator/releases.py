@@ -7,6 +7,9 @@ Rules:
   dispatcher and launcher as personal models from a corpus snapshot taken when it starts; its inputs
   (snapshot, policy, benchmark versions with their hashes) are recorded with it. Starting one needs a frozen
   benchmark, since a candidate that cannot be evaluated cannot be released.
+- Consent is checked again when a candidate starts: a frozen version never changes, so the comparisons of an
+  account that has revoked its consent since are recorded as the version's `withdrawn` and are neither sent to
+  the candidate's worker nor counted in its report; a version with nothing left is not evaluated on.
 - The schedule starts a candidate when `schedule_minutes` have passed since the last one and at least
   `min_new_comparisons` admitted comparisons outside the benchmarks are new since the last one's snapshot.
   Every trainer replica runs the schedule: the check and the start happen under a lock on the policy row, so
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -102,6 +105,11 @@ def start_candidate(
     versions = frozen.benchmarks(session)
     if not versions:
         raise FailedPrecondition("freeze a benchmark first: a candidate that cannot be evaluated cannot be released")
+    inputs = _benchmark_inputs(session, versions)
+    if not inputs:
+        raise FailedPrecondition(
+            "freeze a benchmark first: every comparison of the frozen benchmarks was withdrawn by a revoked consent"
+        )
     snapshot = frozen.take_snapshot(session, objects, actor_id)
     if snapshot.size < 2:
         raise FailedPrecondition(f"the corpus snapshot holds {snapshot.size} comparison; training needs at least 2")
@@ -124,7 +132,7 @@ def start_candidate(
         id=model.id,
         snapshot_id=snapshot.id,
         policy=policy.model_dump(),
-        benchmarks=[_benchmark_input(version) for version in versions],
+        benchmarks=inputs,
         created_by=actor_id,
         created_at=now,
     )
@@ -163,8 +171,8 @@ def training_inputs(
         lines = random.Random(f"{seed}:{candidate_id}").sample(lines, limit)
     items = [
         {"trace_id": version.id, "step_id": f"{item['comparison_id']}:{side}", "text": item[side]}
-        for version in _versions(session, row)
-        for item in version.items
+        for version, evaluated in _evaluated(session, row)
+        for item in evaluated
         for side in ("better", "worse")
     ]
     return lines, items
@@ -180,10 +188,10 @@ def settle(session: Session, candidate_id: str, scores: Mapping[tuple[str, str],
         return row
     report = [
         benchmark_report(
-            {"id": version.id, "name": version.name, "version": version.version, "items": version.items},
+            {"id": version.id, "name": version.name, "version": version.version, "items": evaluated},
             _item_scores(scores, version.id),
         )
-        for version in _versions(session, row)
+        for version, evaluated in _evaluated(session, row)
     ]
     policy = TrainingPolicy.model_validate(row.policy)
     decision = decide(report, _current_report(session), policy.primary_benchmark, policy.margin, policy.slice_tolerance)
@@ -350,13 +358,37 @@ def _candidate(session: Session, candidate_id: str, lock: bool = False) -> Candi
     return row
 
 
-def _versions(session: Session, row: CandidateRow) -> list[BenchmarkRow]:
-    found = [session.get(BenchmarkRow, entry["id"]) for entry in row.benchmarks]
-    return [version for version in found if version is not None]
+def _evaluated(session: Session, row: CandidateRow) -> list[tuple[BenchmarkRow, list[dict[str, Any]]]]:
+    """Each benchmark version the candidate is evaluated on, with its items less those withdrawn when it started
+    (candidates started before withdrawals were recorded have none)."""
+    evaluated = []
+    for entry in row.benchmarks:
+        version = session.get(BenchmarkRow, entry["id"])
+        if version is not None:
+            left_out = set(entry.get("withdrawn", ()))
+            evaluated.append((version, [item for item in version.items if item["comparison_id"] not in left_out]))
+    return evaluated
 
 
-def _benchmark_input(version: BenchmarkRow) -> dict[str, Any]:
-    return {"id": version.id, "name": version.name, "version": version.version, "content_hash": version.content_hash}
+def _benchmark_inputs(session: Session, versions: Sequence[BenchmarkRow]) -> list[dict[str, Any]]:
+    """The versions a new candidate is evaluated on, each with the comparisons withdrawn since it was frozen; a
+    version whose comparisons were all withdrawn is left out."""
+    inputs = []
+    for version in versions:
+        withdrawn = frozen.withdrawn(session, version)
+        if len(withdrawn) < version.size:
+            inputs.append(_benchmark_input(version, withdrawn))
+    return inputs
+
+
+def _benchmark_input(version: BenchmarkRow, withdrawn: set[str]) -> dict[str, Any]:
+    return {
+        "id": version.id,
+        "name": version.name,
+        "version": version.version,
+        "content_hash": version.content_hash,
+        "withdrawn": sorted(withdrawn),
+    }
 
 
 def _notes(candidate: CandidateRow) -> str:

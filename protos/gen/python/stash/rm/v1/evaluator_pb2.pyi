@@ -1103,7 +1103,9 @@ class Candidate(_message.Message):
 
     @_builtins.property
     def benchmarks(self) -> _struct_pb2.ListValue:
-        """The benchmark versions it is evaluated on: id, name, version, content_hash."""
+        """The benchmark versions it is evaluated on: id, name, version, content_hash, and withdrawn (the ids of the
+        version's comparisons left out because their account revoked its consent before the candidate started).
+        """
 
     @_builtins.property
     def report(self) -> _struct_pb2.ListValue:
