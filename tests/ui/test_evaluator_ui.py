@@ -1,15 +1,44 @@
-"""The shared evaluator's page in a real browser: consent given and revoked, and the independent review queue."""
+"""The shared evaluator's page in a real browser on both profiles: consent given and revoked, and the independent
+review queue."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
 import orjson
+import pytest
 from playwright.sync_api import Page, expect
 
 from support.browser import screenshot, sign_in
 from support.ingest import stash_line
+from support.models import new_bucket, offline_training_env
 from support.processes import stash_rm
-from support.stack import RunningStack
+from support.stack import RunningStack, cluster_env, running_stack
+
+
+@pytest.fixture(scope="module", params=["embedded", "cluster"])
+def profile(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def stack(
+    profile: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[RunningStack]:
+    """The session's embedded stack (users named for this module), or a cluster-profile stack of the module's own:
+    the evaluator's reviewers, review policy and corpus are one per stack, and the session's cluster stack is shared
+    with modules whose accounts consent."""
+    if profile == "embedded":
+        yield request.getfixturevalue("embedded_stack").for_module("evaluator_ui")
+        return
+    endpoint = request.getfixturevalue("s3_endpoint_url")
+    env = {
+        **cluster_env(request.getfixturevalue("module_postgres_url"), request.getfixturevalue("module_redis_url")),
+        **offline_training_env(new_bucket(endpoint, "stash-evaluator-ui"), endpoint),
+    }
+    with running_stack(tmp_path_factory.mktemp("evaluator-ui-cluster"), **env) as running:
+        yield running
 
 
 def _rated_trace(client: httpx.Client) -> str:
@@ -28,7 +57,7 @@ def _operator(stack: RunningStack, *args: str) -> None:
 
 
 def test_consent_then_an_independent_review_in_the_browser(
-    page: Page, stack: RunningStack, alice_key: str, bob_key: str
+    page: Page, stack: RunningStack, profile: str, alice_key: str, bob_key: str
 ) -> None:
     trace_id = _rated_trace(stack.client(alice_key))
     sign_in(page, alice_key)
@@ -38,7 +67,7 @@ def test_consent_then_an_independent_review_in_the_browser(
     expect(page.locator("#not-reviewer")).to_contain_text("only evaluator reviewers")
     page.click("#consent-grant")
     expect(page.locator("#consent-status")).to_contain_text("Sharing all your traces")
-    screenshot(page, "evaluator-consent")
+    screenshot(page, f"evaluator-consent-{profile}")
 
     for name in ("alice", "bob"):
         _operator(stack, "reviewers", "add", name + stack.user_suffix)
@@ -56,11 +85,11 @@ def test_consent_then_an_independent_review_in_the_browser(
     expect(card.locator(".comparison-action")).to_have_count(2)
     expect(page.locator("#review-queue .hint")).to_contain_text("each after the conversation that led up to it")
     assert trace_id not in card.inner_text()
-    screenshot(page, "evaluator-review-queue")
+    screenshot(page, f"evaluator-review-queue-{profile}")
     card.locator(".review-note").fill("the lookup comes first")
     card.locator(".verdict-a-better").click()
     expect(card).to_contain_text("Recorded")
-    screenshot(page, "evaluator-reviewed")
+    screenshot(page, f"evaluator-reviewed-{profile}")
 
     page.reload()
     expect(page.locator("#queue-empty")).to_be_visible()
@@ -70,4 +99,4 @@ def test_consent_then_an_independent_review_in_the_browser(
     expect(page.locator("#consent-contributed")).to_contain_text("1 comparison came from your data")
     page.click("#consent-revoke")
     expect(page.locator("#consent-status")).to_contain_text("you stopped on")
-    screenshot(page, "evaluator-revoked")
+    screenshot(page, f"evaluator-revoked-{profile}")
