@@ -63,6 +63,22 @@ def test_trace_from_proto_converts_steps_annotations_and_credits() -> None:
     assert trace.credits == (StepCredit("s1", -0.35, -1), StepCredit("s2", None, None))
 
 
+def test_trace_from_proto_keeps_a_comments_quote_and_author_so_it_can_be_a_correction() -> None:
+    quoted = common_pb2.Annotation(
+        id="a2", trace_id="t1", step_id="s1", comment="wrong order", quote=common_pb2.Quote(text="1182"), author_id="u2"
+    )
+    flagged = common_pb2.Annotation(
+        id="a3", trace_id="t1", step_id="s1", comment="typo", quote=common_pb2.Quote(text="1182"), label_error=True
+    )
+
+    trace = trace_from_proto(_trace(), [quoted, flagged], None)
+
+    assert [(a.quote, a.author_id, a.is_correction) for a in trace.annotations] == [
+        ("1182", "u2", True),
+        ("1182", "", False),
+    ]
+
+
 def test_trace_from_proto_reads_no_credit_from_an_unfinished_evaluation() -> None:
     evaluation = _evaluation(
         common_pb2.JOB_STATUS_RUNNING, labeler_pb2.StepEvaluation(step_id="s1", expected_credit=0.5)
