@@ -44,6 +44,24 @@ def test_the_queue_hides_the_origin_and_never_shows_an_author_their_own(sessions
     assert item.context_a.startswith("System: You are a support agent.")
 
 
+def test_a_and_b_are_in_an_order_drawn_per_comparison_and_reviewer(sessions: sessionmaker[Session]) -> None:
+    comparison_id = seed(sessions)
+    # Comparison ids are random: pick a reviewer who draws the candidate's choice first and one who draws it second.
+    names = [f"reviewer-{n}" for n in range(64)]
+    first = next(name for name in names if review.a_is_chosen(comparison_id, name))
+    second = next(name for name in names if not review.a_is_chosen(comparison_id, name))
+    with transaction(sessions) as session:
+        for name in (first, second):
+            review.name_reviewer(session, "operator", name)
+    with transaction(sessions) as session:
+        row = session.get(ComparisonRow, comparison_id)
+        assert row is not None
+        assert review.queue(session, first, 10)[0].action_a == row.chosen["action"]
+        assert review.queue(session, second, 10)[0].action_a == row.rejected["action"]
+    draws = [review.a_is_chosen(f"comparison-{n}", "carol") for n in range(200)]
+    assert 70 < sum(draws) < 130  # a fair coin, not a fixed side
+
+
 def test_only_named_reviewers_review(sessions: sessionmaker[Session]) -> None:
     comparison_id = seed(sessions)
     with pytest.raises(PermissionDenied, match="only evaluator reviewers"), transaction(sessions) as session:
