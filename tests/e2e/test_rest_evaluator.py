@@ -188,7 +188,18 @@ def test_consent_review_benchmark_snapshot_and_revocation(stack: RunningStack, p
     never = bob.get("/evaluator/consent").json()
     assert (never["consents"], never["contributed_comparisons"]) == ([], 0)
 
+    assert "dave no longer reviews" in operator(stack, "reviewers", "remove", "dave")
+    removed = dave.get("/evaluator/review-queue")
+    assert removed.status_code == 403 and "only evaluator reviewers" in removed.text
+
     actions = operator(stack, "actions")
     assert [a["action"] for a in actions].count("freeze_benchmark") == 2
-    assert {a["action"] for a in actions} >= {"name_reviewer", "collect_corpus", "freeze_benchmark", "take_snapshot"}
+    assert {a["action"] for a in actions} >= {
+        "name_reviewer",
+        "remove_reviewer",
+        "set_agreeing_reviews",
+        "collect_corpus",
+        "freeze_benchmark",
+        "take_snapshot",
+    }
     assert {a["actor_id"] for a in actions} == {"ann"} and all(a["at"] for a in actions)
