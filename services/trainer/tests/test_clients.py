@@ -46,7 +46,9 @@ def _evaluation(status: int, *steps: labeler_pb2.StepEvaluation) -> labeler_pb2.
 
 
 def test_trace_from_proto_converts_steps_annotations_and_credits() -> None:
-    annotation = common_pb2.Annotation(id="a1", trace_id="t1", step_id="s1", rating=-1, author_id="u1")
+    annotation = common_pb2.Annotation(
+        id="a1", trace_id="t1", step_id="s1", rating=-1, author_id="u1", author_name="rita"
+    )
     evaluation = _evaluation(
         common_pb2.JOB_STATUS_SUCCEEDED,
         labeler_pb2.StepEvaluation(step_id="s1", step_index=1, expected_credit=-0.35, ordinal_credit=-1),
@@ -59,7 +61,7 @@ def test_trace_from_proto_converts_steps_annotations_and_credits() -> None:
         "s1", 1, "assistant", "", "lookup_order", {"order_id": 1182, "weight": 1.5, "tags": [2, "x"]}, "c1", {}
     )
     assert trace.steps[2].tool_name is None and trace.steps[2].role == "tool"
-    assert trace.annotations == (Annotation("a1", "s1", -1, None, False, "u1"),)
+    assert trace.annotations == (Annotation("a1", "s1", -1, None, False, "u1", author_name="rita"),)
     assert trace.credits == (StepCredit("s1", -0.35, -1), StepCredit("s2", None, None))
 
 
