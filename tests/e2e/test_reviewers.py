@@ -419,3 +419,64 @@ def test_the_owner_reads_with_every_id_bearing_rpc(stack: RunningStack, shared: 
 
     assert len(outcomes) >= 20, sorted(outcomes)
     assert set(refused(outcomes)) == NOTHING_HERE, refused(outcomes)
+
+
+@pytest.mark.parametrize("who", ROLES, ids=ROLE_IDS)
+def test_the_owner_s_ids_in_bodies_and_queries_are_what_the_role_allows_and_change_nothing(
+    users: dict[str, httpx.Client], shared: Shared, who: str
+) -> None:
+    """The routes whose ids travel in a body or the query string, called by the role with the owner's ids: the
+    owner's model is never found, training on a trace the role sees is refused with the reason, and lists,
+    exports, SQL and source names stay the role's own."""
+    client, before = users[who], snapshot(users["olivia"], shared)
+    mine = _import(client, f"{who}-own", "own")
+
+    not_found = [
+        client.post(f"/traces/{mine}/score", json={"reward_model_id": shared.model}),
+        client.post("/gepa-runs", json={"reward_model_id": shared.model}),
+        client.get("/export/pairs", params={"reward_model_id": shared.model}),
+    ]
+    training = client.post("/reward-models", json={"name": "theirs", "trace_ids": [mine, *shared.traces]})
+    foreign_step = client.post(f"/traces/{mine}/annotations", json={"step_id": shared.step, "rating": 1})
+    named = _ok(client.put("/trace-sources", json={"source_id": SHOP, "name": f"{who}'s name for it"}))
+    owner_s = ", ".join(f"'{trace}'" for trace in shared.traces)
+    counted = _ok(client.post("/query", json={"sql": f"SELECT count(*) AS n FROM traces WHERE id IN ({owner_s})"}))
+
+    assert [r.status_code for r in not_found] == [404, 404, 404], [r.text for r in not_found]
+    if SEES[who]:
+        assert training.status_code == 403 and "shared with you for review" in training.json()["detail"]
+    else:
+        assert training.status_code == 404, training.text
+    assert foreign_step.status_code == 422 and f"is not a step of trace {mine}" in foreign_step.text
+    listed = _ok(client.get("/traces", params={"source_id": SHOP}))["traces"]
+    assert not {trace["id"] for trace in listed} & set(shared.traces)
+    assert client.get("/export/traces", params={"trace_id": shared.traces}).text == ""
+    assert named["owner_id"] == shared.user_ids[who] and named["trace_count"] == len(listed)
+    assert counted["rows"] == [["0"]]
+    _ok(client.delete(f"/traces/{mine}"), 204)
+    assert snapshot(users["olivia"], shared) == before
+
+
+@pytest.mark.parametrize("who", ROLES, ids=ROLE_IDS)
+def test_every_route_without_an_id_shows_the_role_none_of_the_owner_s_ids(
+    stack: RunningStack, users: dict[str, httpx.Client], shared: Shared, who: str
+) -> None:
+    """Every GET of the OpenAPI document without a path parameter (the role's lists, exports, account, the
+    evaluator's pages) answers with the role's own rows: none of the owner's ids, except under /shared, whose
+    answers the shared-list test checks."""
+    document = httpx.get(f"{stack.gateway_url}/openapi.json").json()
+    paths = [
+        path
+        for path, methods in document["paths"].items()
+        if "get" in methods and "{" not in path and not path.startswith((*NOT_OWNER_SCOPED, "/api/v1/rm/shared/"))
+    ]
+    owner_s = [shared.user_id, *shared.traces, shared.step, shared.annotation, shared.model, shared.key]
+
+    leaks = {}
+    for path in paths:
+        response = users[who].get(users[who].base_url.copy_with(raw_path=path.encode()))
+        if found := [value for value in owner_s if value in response.text]:
+            leaks[path] = (response.status_code, found)
+
+    assert len(paths) >= 15, paths
+    assert not leaks, f"LEAK? the owner's ids as {who}: {leaks}"
