@@ -89,7 +89,8 @@ def test_the_reviewer_finds_annotates_and_sees_why_owner_controls_are_disabled(
     screenshot(page, "reviewers-shared-list")
 
     rows.first.locator("a").click()
-    expect(page.locator("#reviewing-notice")).to_be_visible()
+    expect(page.locator("#reviewing-notice")).to_contain_text(f"Shared with you for review by {owner_name}")
+    expect(page.locator("#back-to-list")).to_have_text("← Shared with me")
     rescore = page.locator("#rescore")
     expect(rescore).to_be_disabled()
     expect(rescore).to_have_attribute("title", "Shared with you for review: only the trace's owner can relabel it.")
@@ -128,6 +129,7 @@ def test_the_owner_sees_the_reviewer_s_note_with_its_author(
     expect(theirs.get_by_role("button", name="Edit")).to_be_disabled()
     expect(theirs.get_by_role("button", name="Delete")).to_be_enabled()
     expect(page.locator("#reviewing-notice")).to_have_count(0)
+    expect(page.locator("#back-to-list")).to_have_text("← Traces")
 
 
 def test_the_reviewer_filters_the_shared_list_by_the_owner_s_named_sources(
@@ -149,3 +151,28 @@ def test_the_reviewer_filters_the_shared_list_by_the_owner_s_named_sources(
     screenshot(page, "reviewers-shared-source-filter")
     page.select_option("#shared-source", label="All sources")
     expect(rows).to_have_count(2)
+
+
+def test_the_owner_changes_and_removes_a_grant_on_the_reviewers_page(
+    page: Page, stack: RunningStack, owner_key: str, reviewer_key: str, reviewer_name: str, shared_trace: str
+) -> None:
+    sign_in(page, owner_key)
+    page.goto("/reviewers")
+    row = page.locator(f"#grant-table tr[data-reviewer='{reviewer_name}']")
+    expect(row).to_contain_text("every source")
+
+    row.get_by_role("button", name="Change").click()
+    expect(page.locator("#grant-reviewer")).to_have_value(reviewer_name)
+    expect(page.locator("#grant-all")).to_be_checked()
+    page.uncheck("#grant-all")
+    page.locator(".grant-source[value='lab']").check()
+    page.click("#grant-submit")
+
+    expect(row.locator("td").nth(1)).to_have_text("lab")
+    screenshot(page, "reviewers-changed")
+    with stack.client(reviewer_key) as reviewer:
+        assert [t["source_id"] for t in reviewer.get("/shared/traces").json()["traces"]] == ["lab"]
+        row.get_by_role("button", name="Remove").click()
+        expect(page.locator("#no-reviewers")).to_be_visible()
+        assert reviewer.get("/shared/traces").json()["total"] == 0
+        assert reviewer.get(f"/traces/{shared_trace}").status_code == 404

@@ -14,23 +14,34 @@ export async function renderReviewers(screen, session) {
   const [grants, sources] = await Promise.all([get("/reviewers"), get("/trace-sources")]);
   if (!current()) return;
   const error = h("p", { class: "form-error", id: "grant-error", role: "alert" });
+  const form = grantForm(screen, session, choosableSources(sources, grants), error);
   replace(
     screen,
     h("header", { class: "screen-head" }, h("h1", {}, "Reviewers")),
-    h("p", { class: "hint page-hint" }, "Reviewers read and annotate the traces you share; they cannot delete, relabel, score or train on them, and never see your reward models. Removing a reviewer takes effect on their next request."),
-    grantForm(screen, session, sources, error),
+    h("p", { class: "hint page-hint" }, "Reviewers read and annotate the traces you share; they cannot delete, relabel, score or train on them, and never see your reward models. Sharing again with a reviewer replaces what they see (Change fills in the form); removing a reviewer takes effect on their next request."),
+    form.element,
     error,
-    grantTable(screen, session, grants),
+    grantTable(screen, session, grants, form.edit),
   );
 }
 
+// The form that shares traces with a reviewer, and `edit(grant)`, which fills it with a grant to change.
 function grantForm(screen, session, sources, error) {
   const name = h("input", { id: "grant-reviewer", required: true, maxlength: "200", placeholder: "user name", "aria-label": "Reviewer's user name" });
   const every = h("input", { type: "checkbox", id: "grant-all", checked: true });
   const boxes = sources.map((source) => h("input", { type: "checkbox", value: source.source_id, class: "grant-source", disabled: true }));
   every.addEventListener("change", () => boxes.forEach((box) => (box.disabled = every.checked)));
   const submit = guardWrite(h("button", { type: "submit", class: "primary", id: "grant-submit" }, "Share"), session);
-  return h("form", {
+  const edit = (grant) => {
+    name.value = grant.reviewer_name;
+    every.checked = grant.all_sources;
+    boxes.forEach((box) => {
+      box.checked = grant.source_ids.includes(box.value);
+      box.disabled = every.checked;
+    });
+    name.focus();
+  };
+  const element = h("form", {
     class: "grant-form card",
     id: "grant-form",
     onsubmit: async (event) => {
@@ -50,9 +61,17 @@ function grantForm(screen, session, sources, error) {
     h("div", { class: "grant-sources" }, sources.map((source, index) => h("label", { class: "inline" }, boxes[index], ` ${source.name || source.source_id}`))),
     submit,
   );
+  return { element, edit };
 }
 
-function grantTable(screen, session, grants) {
+// The owner's sources, and those a grant names that hold no trace (yet), so that changing a grant keeps them.
+function choosableSources(sources, grants) {
+  const known = new Set(sources.map((source) => source.source_id));
+  const granted = new Set(grants.flatMap((grant) => grant.source_ids).filter((sourceId) => !known.has(sourceId)));
+  return [...sources, ...[...granted].map((sourceId) => ({ source_id: sourceId, name: sourceId }))];
+}
+
+function grantTable(screen, session, grants, edit) {
   if (!grants.length) return h("p", { class: "empty", id: "no-reviewers" }, "You share no traces yet.");
   return h("table", { class: "traces", id: "grant-table" },
     h("thead", {}, h("tr", {}, h("th", {}, "Reviewer"), h("th", {}, "Shares"), h("th", {}, "Since"), h("th", {}, ""))),
@@ -60,10 +79,13 @@ function grantTable(screen, session, grants) {
       h("td", {}, grant.reviewer_name),
       h("td", {}, grant.all_sources ? "every source" : grant.source_ids.join(", ")),
       h("td", {}, localTime(grant.created_at)),
-      h("td", {}, guardWrite(h("button", { class: "link-button danger", onclick: async () => {
-        await del(`/reviewers/${encodeURIComponent(grant.reviewer_name)}`);
-        renderReviewers(screen, session);
-      } }, "Remove"), session)),
+      h("td", { class: "grant-actions" },
+        guardWrite(h("button", { class: "link-button", onclick: () => edit(grant) }, "Change"), session),
+        guardWrite(h("button", { class: "link-button danger", onclick: async () => {
+          await del(`/reviewers/${encodeURIComponent(grant.reviewer_name)}`);
+          renderReviewers(screen, session);
+        } }, "Remove"), session),
+      ),
     ))),
   );
 }

@@ -24,9 +24,10 @@ let chosenModelId = null;
 export async function renderTrace(screen, session, traceId) {
   const current = startScreen();
   const [trace, ownModels] = await Promise.all([get(`/traces/${encodeURIComponent(traceId)}`), scoringModels()]);
+  const ownerName = trace.reviewing ? await sharingOwnerName(trace.source_owner_id) : null;
   if (!current()) return;
   // Only the caller's own models, and none on a trace shared for review: the owner's scores stay the owner's.
-  const view = new TraceView(screen, session, trace, trace.reviewing ? [] : ownModels);
+  const view = new TraceView(screen, session, trace, trace.reviewing ? [] : ownModels, ownerName);
   // `?step=N` (the section explorer's links) opens the trace at step N.
   const step = Number(new URLSearchParams(location.search).get("step"));
   if (step) view.select(step - 1, true);
@@ -34,11 +35,18 @@ export async function renderTrace(screen, session, traceId) {
   performance.mark("stash:trace-rendered");
 }
 
+// The name of the owner who shares a trace with the caller, from the grants the caller received.
+async function sharingOwnerName(ownerId) {
+  const grant = (await get("/shared/owners")).find((received) => received.owner_id === ownerId);
+  return grant ? grant.owner_name : null;
+}
+
 class TraceView {
-  constructor(screen, session, trace, models) {
+  constructor(screen, session, trace, models, ownerName = null) {
     this.screen = screen;
     this.session = session;
     this.trace = trace;
+    this.ownerName = ownerName;
     const released = hasRelease(trace) && !trace.reviewing;
     const valid = chosenModelId === "" || (chosenModelId === SHARED && released) || models.some((model) => model.id === chosenModelId);
     const modelId = valid ? chosenModelId : released ? SHARED : "";
@@ -151,12 +159,15 @@ class TraceView {
       h("div", { class: "trace-screen" },
         h("header", { class: "screen-head trace-head" },
           h("div", {},
-            h("a", { href: "/traces", "data-link": "", class: "back" }, "← Traces"), " · ",
+            trace.reviewing
+              ? h("a", { href: "/shared", "data-link": "", class: "back", id: "back-to-list" }, "← Shared with me")
+              : h("a", { href: "/traces", "data-link": "", class: "back", id: "back-to-list" }, "← Traces"),
+            " · ",
             h("a", { href: `/traces/${encodeURIComponent(trace.id)}/sections`, "data-link": "", class: "back", id: "open-sections" }, "Explore by sections"),
             h("h1", { id: "trace-title" }, trace.title || "(untitled)"),
             this.metaLine(),
             this.trainedLine(),
-            trace.reviewing ? h("p", { class: "notice", id: "reviewing-notice" }, "Shared with you for review: you can read, comment, rate and flag label errors; deleting, relabeling, scoring and training stay with the owner.") : null,
+            trace.reviewing ? h("p", { class: "notice", id: "reviewing-notice" }, `Shared with you for review by ${this.ownerName || "its owner"}: you can read, comment, rate and flag label errors; deleting, relabeling, scoring and training stay with the owner.`) : null,
           ),
           h("div", { class: "actions" }, creditControl(this), this.rescoreControl()),
         ),
