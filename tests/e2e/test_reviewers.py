@@ -20,6 +20,7 @@ import httpx
 import orjson
 import pytest
 
+from support.claude_code import looping_test_session
 from support.ingest import stash_line
 from support.processes import stash_rm
 from support.reviewing import reviewer_status
@@ -480,3 +481,20 @@ def test_every_route_without_an_id_shows_the_role_none_of_the_owner_s_ids(
 
     assert len(paths) >= 15, paths
     assert not leaks, f"LEAK? the owner's ids as {who}: {leaks}"
+
+
+def test_the_shared_list_filters_by_process_pattern_within_what_is_shared(
+    users: dict[str, httpx.Client], shared: Shared
+) -> None:
+    """The pattern filter finds the owner's traces through the owner's labels, and still only the shared ones."""
+    owner = users["olivia"]
+    body = {"format": "claude_code", "data": looping_test_session(), "source_id": "loops"}
+    looping = str(_ok(owner.post("/traces/import", json=body))["trace_ids"][0])
+    _evaluated(owner, looping)
+
+    def matching(who: str) -> list[str]:
+        listed = _ok(users[who].get("/shared/traces", params={"pattern": "ping_pong"}))
+        return [trace["id"] for trace in listed["traces"]]
+
+    assert (matching("rita"), matching("sam"), matching("stranger")) == ([looping], [], [])
+    _ok(owner.delete(f"/traces/{looping}"), 204)
