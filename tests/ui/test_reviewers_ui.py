@@ -154,7 +154,13 @@ def test_the_reviewer_filters_the_shared_list_by_the_owner_s_named_sources(
 
 
 def test_the_owner_changes_and_removes_a_grant_on_the_reviewers_page(
-    page: Page, stack: RunningStack, owner_key: str, reviewer_key: str, reviewer_name: str, shared_trace: str
+    page: Page,
+    stack: RunningStack,
+    owner: httpx.Client,
+    owner_key: str,
+    reviewer_key: str,
+    reviewer_name: str,
+    shared_trace: str,
 ) -> None:
     sign_in(page, owner_key)
     page.goto("/reviewers")
@@ -170,8 +176,16 @@ def test_the_owner_changes_and_removes_a_grant_on_the_reviewers_page(
 
     expect(row.locator("td").nth(1)).to_have_text("lab")
     screenshot(page, "reviewers-changed")
+    # A granted source that holds no trace yet is kept when the grant is changed again.
+    assert owner.put(f"/reviewers/{reviewer_name}", json={"source_ids": ["lab", "later"]}).status_code == 200
+    page.reload()
+    row.get_by_role("button", name="Change").click()
+    expect(page.locator(".grant-source[value='later']")).to_be_checked()
+    page.locator(".grant-source[value='shop']").check()
+    page.click("#grant-submit")
+    expect(row.locator("td").nth(1)).to_have_text("lab, later, shop")
     with stack.client(reviewer_key) as reviewer:
-        assert [t["source_id"] for t in reviewer.get("/shared/traces").json()["traces"]] == ["lab"]
+        assert sorted(t["source_id"] for t in reviewer.get("/shared/traces").json()["traces"]) == ["lab", "shop"]
         row.get_by_role("button", name="Remove").click()
         expect(page.locator("#no-reviewers")).to_be_visible()
         assert reviewer.get("/shared/traces").json()["total"] == 0
