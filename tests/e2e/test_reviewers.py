@@ -20,12 +20,14 @@ import httpx
 import orjson
 import pytest
 
+from stash.rm.v1 import trainer_pb2
 from support.claude_code import looping_test_session
 from support.ingest import stash_line
 from support.processes import stash_rm
 from support.reviewing import reviewer_status
 from support.rpc_walk import (
     expected_outcomes,
+    invoke,
     owner_read_outcomes,
     refused,
     reviewed_trace_owner,
@@ -481,6 +483,53 @@ def test_every_route_without_an_id_shows_the_role_none_of_the_owner_s_ids(
 
     assert len(paths) >= 15, paths
     assert not leaks, f"LEAK? the owner's ids as {who}: {leaks}"
+
+
+def test_the_owner_s_training_pairs_use_reviewers_ratings_and_name_their_authors(
+    stack: RunningStack, users: dict[str, httpx.Client], shared: Shared
+) -> None:
+    """Two more shop traces of the owner's, rated as wholes by reviewers: sam's +1 on one and rita's -1 on the
+    other make its one trace pair, naming who rated each side; rita's -1 on the first, which the owner flags as a
+    label error, counts for nothing (else that trace's ratings would cancel out)."""
+    owner = users["olivia"]
+    good, bad = (
+        _import_reply(owner, "rated-good", "I checked the policy: order 1182 qualifies, and the refund is started."),
+        _import_reply(owner, "rated-bad", "Refund done."),
+    )
+    for who, trace, rating in (("sam", good, 1), ("rita", bad, -1)):
+        _ok(users[who].post(f"/traces/{trace}/annotations", json={"rating": rating}), 201)
+    mistaken = _ok(users["rita"].post(f"/traces/{good}/annotations", json={"rating": -1}), 201)["id"]
+    _ok(owner.patch(f"/annotations/{mistaken}", json={"label_error": True, "label_error_note": "it was right"}))
+    body = {"name": "rated by reviewers", "trace_ids": [good, bad], "base_model": "/no/such/model"}
+    model = _ok(owner.post("/reward-models", json=body))["id"]
+
+    pairs = _recorded_pairs(stack, owner, shared.user_id, model)
+
+    assert [(p["chosen_trace_id"], p["chosen_authors"], p["rejected_authors"]) for p in pairs] == [
+        (good, [user(stack, "sam")], [user(stack, "rita")])
+    ]
+    _ok(owner.delete(f"/reward-models/{model}"), 204)
+    for trace in (good, bad):
+        _ok(owner.delete(f"/traces/{trace}"), 204)
+
+
+def _import_reply(client: httpx.Client, external_id: str, reply: str) -> str:
+    """A shop trace of one request and the agent's reply."""
+    steps = [{"role": "user", "content": "I want a refund for order 1182"}, {"role": "assistant", "content": reply}]
+    body = {"format": "stash", "data": stash_line(external_id, steps=steps), "source_id": SHOP}
+    return str(_ok(client.post("/traces/import", json=body))["trace_ids"][0])
+
+
+def _recorded_pairs(stack: RunningStack, owner: httpx.Client, owner_id: str, model_id: str) -> list[dict[str, Any]]:
+    """The model's recorded pairs with their evidence, once its training has settled (this one fails to load its
+    base model after the pairs are recorded)."""
+    deadline = time.monotonic() + EVALUATION_WAIT_S
+    while _ok(owner.get(f"/reward-models/{model_id}"))["status"] not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline, f"model {model_id} did not settle within {EVALUATION_WAIT_S}s"
+        time.sleep(0.2)
+    export = trainer_pb2.ExportPairsRequest(owner_id=owner_id, reward_model_id=model_id, with_evidence=True)
+    data = b"".join(chunk.data for chunk in invoke(stack, "TrainerService/ExportPairs", export))
+    return [orjson.loads(line) for line in data.splitlines()]
 
 
 def test_the_shared_list_filters_by_process_pattern_within_what_is_shared(
