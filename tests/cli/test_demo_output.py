@@ -1,15 +1,19 @@
-"""What the demo prints, piece by piece: numbers that say what they are, words for keys, progress when piped."""
+"""What the demo prints, piece by piece: numbers that say what they are, words for keys, progress when piped,
+and the stage named when the gateway fails it."""
 
 from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
-from stash_cli.demo import model_lines, show_model, signed, words
+from stash_cli.client import GatewayClient
+from stash_cli.demo import DemoFailed, model_lines, show_model, signed, wait_for_evaluations, words
 from stash_cli.waiting import Waiting
 from stash_common.model_quality import model_quality
 from stash_common.training_metrics import TRAINING_METRIC_KEYS
+from support.processes import free_port
 
 METRICS = {
     "train_pairs": 18,
@@ -90,3 +94,13 @@ def test_a_piped_wait_prints_what_it_waits_for_and_then_progress_lines() -> None
     assert lines[0] == "Training…"
     assert [line.split(" (")[0] for line in lines[1:]] == ["Training… step 1 of 3", "Training… step 2 of 3"]
     assert all(line.endswith(" s so far)") for line in lines[1:])
+
+
+def test_a_gateway_gone_while_labeling_fails_the_demo_naming_the_stage() -> None:
+    client = GatewayClient(f"http://127.0.0.1:{free_port()}", "demo-key", timeout_s=2)
+
+    with pytest.raises(DemoFailed) as failed:
+        wait_for_evaluations(client, Console(file=io.StringIO()), ["trace-1"])
+
+    assert failed.value.stage == "labeling the samples"
+    assert str(failed.value).startswith("the demo failed while labeling the samples: cannot reach the gateway at")

@@ -107,7 +107,7 @@ def run_demo(layout: Layout, admin_key: str, settings: CliSettings, console: Con
         with stage("importing the samples"):
             trace_ids = _import_samples(client, console)
             practice_ids = _import_practice(client, console)
-        evaluated = _wait_for_evaluations(client, console, trace_ids + practice_ids)
+        evaluated = wait_for_evaluations(client, console, trace_ids + practice_ids)
         _show_traces([trace for trace in evaluated if trace["id"] in trace_ids], console)
         _show_practice([trace for trace in evaluated if trace["id"] in practice_ids], console)
         with stage("replacing the earlier demo model"):
@@ -169,10 +169,12 @@ def _import_practice(client: GatewayClient, console: Console) -> list[str]:
     return list(result["trace_ids"])
 
 
-def _wait_for_evaluations(client: GatewayClient, console: Console, trace_ids: list[str]) -> list[dict[str, Any]]:
-    """The sample traces' summaries once the labeler has labeled and scored each one."""
+def wait_for_evaluations(client: GatewayClient, console: Console, trace_ids: list[str]) -> list[dict[str, Any]]:
+    """The sample traces' summaries once the labeler has labeled and scored each one; DemoFailed naming the stage
+    when time runs out or the gateway refuses or stops answering meanwhile."""
+    name = "labeling the samples"
     deadline = time.monotonic() + EVALUATION_WAIT_S
-    with Waiting(console, "Labeling and scoring every step") as wait:
+    with stage(name), Waiting(console, "Labeling and scoring every step") as wait:
         while True:
             listing = client.call("GET", "/traces", params={"limit": 500})
             samples = [trace for trace in listing["traces"] if trace["id"] in trace_ids]
@@ -181,7 +183,7 @@ def _wait_for_evaluations(client: GatewayClient, console: Console, trace_ids: li
                 return samples
             if time.monotonic() > deadline:
                 reason = f"{waiting} of {len(trace_ids)} sample traces have no labels after {EVALUATION_WAIT_S:.0f} s"
-                raise DemoFailed("labeling the samples", f"{reason}; the labeler's log says why")
+                raise DemoFailed(name, f"{reason}; the labeler's log says why")
             wait.update(f"{len(trace_ids) - waiting} of {len(trace_ids)} traces done")
             time.sleep(POLL_S)
 
