@@ -212,25 +212,32 @@ def test_the_trace_view_links_the_models_trained_on_it(
     expect(page.locator("#model-name")).to_have_text("refunds-2")
 
 
-def test_a_failed_model_shows_its_error_can_be_retried_and_deleted(
-    page: Page, alice_key: str, alice: httpx.Client
-) -> None:
-    # One answer per trace and no ratings: no pair to learn from, so training fails before loading a model.
+def _failed_without_pairs(client: httpx.Client, name: str) -> tuple[dict[str, Any], list[str]]:
+    """A model of two unrated traces, failed (one answer per trace and no ratings: no pair to learn from, so
+    training fails before loading a model), with the ids of its traces."""
     unrated = [
-        alice.post(
+        client.post(
             "/traces/import",
             json={
                 "format": "stash",
                 "data": orjson.dumps(
-                    {"steps": [{"role": "user", "content": f"hello {number}"}, {"role": "assistant", "content": "hi"}]}
+                    {"steps": [{"role": "user", "content": f"{name} {number}"}, {"role": "assistant", "content": "hi"}]}
                 ).decode(),
             },
         ).json()["trace_ids"][0]
         for number in range(2)
     ]
-    model_id = alice.post("/reward-models", json={"name": "nothing-to-learn", "trace_ids": unrated}).json()["id"]
-    failed = _finished(alice, model_id)
-    assert failed["status"] == "failed"
+    model_id = client.post("/reward-models", json={"name": name, "trace_ids": unrated}).json()["id"]
+    failed = _finished(client, model_id)
+    assert failed["status"] == "failed", failed
+    return failed, unrated
+
+
+def test_a_failed_model_shows_its_error_can_be_retried_and_deleted(
+    page: Page, alice_key: str, alice: httpx.Client
+) -> None:
+    failed, _ = _failed_without_pairs(alice, "nothing-to-learn")
+    model_id = failed["id"]
     sign_in(page, alice_key)
     page.goto(f"/models/{model_id}")
 
@@ -250,6 +257,29 @@ def test_a_failed_model_shows_its_error_can_be_retried_and_deleted(
     expect(page.locator("h1")).to_have_text("Reward models")
     expect(page.locator(f"#model-table tr[data-model-id='{model_id}']")).to_have_count(0)
     assert alice.get(f"/reward-models/{model_id}").status_code == 404
+
+
+def test_a_model_whose_retry_would_fail_the_same_way_offers_no_retry(
+    page: Page, alice_key: str, alice: httpx.Client
+) -> None:
+    failed, traces = _failed_without_pairs(alice, "lost-a-trace")
+    assert alice.delete(f"/traces/{traces[0]}").status_code == 204
+    assert alice.post(f"/reward-models/{failed['id']}/retry").status_code == 202
+    # Retried without one of its traces, the model fails for good.
+    lost = _finished(alice, failed["id"])
+    assert (lost["status"], lost["retryable"]) == ("failed", False), lost
+    assert lost["error"] == f"could not read the selected traces: NOT_FOUND: trace {traces[0]} not found"
+    sign_in(page, alice_key)
+
+    page.goto(f"/models/{failed['id']}")
+
+    expect(page.locator("#model-error-text")).to_have_text(lost["error"])
+    expect(page.locator("#model-no-retry")).to_have_text(
+        "A retry would fail the same way. Train a new model with other traces, or delete this one."
+    )
+    expect(page.locator("#retry-model")).to_have_count(0)
+    screenshot(page, "model-failed-no-retry")
+    assert alice.post(f"/reward-models/{failed['id']}/retry").status_code == 409
 
 
 def test_a_read_only_key_cannot_train(page: Page, alice_read_only_key: str) -> None:

@@ -10,6 +10,7 @@ from google.protobuf import struct_pb2
 
 from stash.rm.v1 import common_pb2, ingest_pb2, labeler_pb2, scorer_pb2
 from stash_common.errors import FailedPrecondition, InvalidArgument, NotFound, StashError, Unavailable
+from stash_common.jobs.lifecycle import retry_repeats
 from stash_common.steps import TraceStep
 from stash_trainer.clients import ScoreClient, TraceClient, trace_from_proto
 from stash_trainer.dispatcher import PublishedScores
@@ -137,6 +138,27 @@ def test_a_failed_peer_call_becomes_unavailable_naming_its_status() -> None:
         client.source_trace("owner", "t1")
     with pytest.raises(Unavailable, match="UNAVAILABLE: connection refused"):
         client.first_unowned("owner", ["t1"])
+
+
+class _Gone(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.NOT_FOUND
+
+    def details(self) -> str:
+        return "trace t1 not found"
+
+
+class _IngestWithoutT1:
+    def GetTrace(self, request: ingest_pb2.GetTraceRequest, timeout: float) -> ingest_pb2.GetTraceResponse:
+        raise _Gone()
+
+
+def test_a_trace_deleted_since_it_was_selected_is_not_found_which_a_retry_repeats() -> None:
+    client = TraceClient(_IngestWithoutT1(), None)
+
+    with pytest.raises(NotFound, match="^could not read the selected traces: NOT_FOUND: trace t1 not found$") as gone:
+        client.source_trace("owner", "t1")
+    assert retry_repeats(gone.value)
 
 
 class _PagedIngest:

@@ -27,7 +27,7 @@ from stash.rm.v1 import (
     scorer_pb2_grpc,
 )
 from stash_common.channels import peer_error
-from stash_common.errors import InvalidArgument, Unavailable
+from stash_common.errors import InvalidArgument, NotFound, Unavailable
 from stash_common.messages import timestamp_of
 from stash_common.step_messages import step_from_proto
 from stash_common.steps import TraceStep
@@ -152,11 +152,16 @@ class ScoreClient:
 
 @contextmanager
 def _reading(what: str) -> Iterator[None]:
-    # A peer's failure is the trainer's dependency being unavailable; its status stays in the message.
+    # A peer's failure is the trainer's dependency being unavailable, except a trace it does not find: that one is
+    # gone (deleted since it was selected), and reading it again would not find it either, so a model failed by it
+    # is not offered a retry. Its status stays in the message.
     try:
         yield
     except grpc.RpcError as error:
-        raise Unavailable(f"could not read {what}: {error.code().name}: {error.details()}") from error
+        message = f"could not read {what}: {error.code().name}: {error.details()}"
+        if error.code() == grpc.StatusCode.NOT_FOUND:
+            raise NotFound(message) from error
+        raise Unavailable(message) from error
 
 
 def annotation_from_proto(message: common_pb2.Annotation) -> Annotation:
