@@ -16,7 +16,7 @@ import httpx
 import orjson
 import pytest
 from fakes.llm_server import FakeLLM
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from support.browser import screenshot, sign_in
 from support.stack import RunningStack, running_stack
@@ -162,6 +162,35 @@ def test_the_start_button_says_which_setting_a_default_model_lacks(
     )
     screenshot(page, "skills-start-missing-key")
     page.fill("#gepa-task-model", TASK)
+    expect(page.locator("#gepa-submit")).to_be_enabled()
+    expect(page.locator("#gepa-missing")).to_have_text("")
+
+
+def test_the_start_button_names_what_each_empty_model_field_lacks(
+    page: Page, alice_key: str, model: dict[str, Any]
+) -> None:
+    # This stack's gepa service reflects through STASH_GEPA_REFLECTION_API_BASE; one without it also lacks the key
+    # for the default reflection model, which GET /gepa-defaults then says (as default_models' unit test shows).
+    def without_reflection_base(route: Route) -> None:
+        served = route.fetch()
+        route.fulfill(response=served, json={**served.json(), "reflection_model_missing": "ANTHROPIC_API_KEY"})
+
+    page.route("**/gepa-defaults", without_reflection_base)
+    sign_in(page, alice_key)
+    page.goto("/skills")
+
+    reflection = (
+        "No reflection model: the default, anthropic/claude-sonnet-5, needs ANTHROPIC_API_KEY in the gepa service's"
+        " environment. Name a reflection model (any LiteLLM model string), or have the operator set ANTHROPIC_API_KEY."
+    )
+    expect(page.locator("#gepa-submit")).to_be_disabled()
+    expect(page.locator("#gepa-missing")).to_contain_text("No task model: the default, anthropic/claude-haiku-4-5,")
+    expect(page.locator("#gepa-missing")).to_contain_text(reflection)
+    screenshot(page, "skills-start-missing-both")
+    page.fill("#gepa-task-model", TASK)
+    expect(page.locator("#gepa-missing")).to_have_text(reflection)
+    expect(page.locator("#gepa-submit")).to_be_disabled()
+    page.fill("#gepa-reflection-model", REFLECTION)
     expect(page.locator("#gepa-submit")).to_be_enabled()
     expect(page.locator("#gepa-missing")).to_have_text("")
 
