@@ -614,7 +614,9 @@ def test_tool_inputs_are_shown_and_folded_only_when_long(page: Page, alice_key: 
     expect(short.locator(".disclosure-body")).to_contain_text('"order_id": "1182"')
     long = page.locator("#step-4 details.disclosure")
     expect(long).not_to_have_attribute("open", "")
-    expect(long.locator("summary")).to_contain_text("Input to apply_patch")
+    # Its 40 lines are one JSON string, so three lines of JSON: long by their characters, which the row counts.
+    shown = len(orjson.dumps({"patch": patch}, option=orjson.OPT_INDENT_2))
+    expect(long.locator("summary")).to_contain_text(f"Input to apply_patch · {shown:,} characters, folded")
     screenshot(page, "trace-tool-inputs")
     long.locator("summary").click()
     expect(long.locator(".disclosure-body")).to_contain_text("line 39: keep the time zone")

@@ -377,7 +377,7 @@ class TraceView {
       // Shown like an output: open, folded only when long (its summary row says so and opens it).
       const json = JSON.stringify(step.tool_input, null, 2);
       const long = isLong(json);
-      const label = `Input${step.tool_name ? ` to ${step.tool_name}` : ""}${long ? ` · ${json.split("\n").length} lines, folded: click to show` : ""}`;
+      const label = `Input${step.tool_name ? ` to ${step.tool_name}` : ""}${long ? ` · ${length(json)}, folded: click to show` : ""}`;
       parts.push(this.disclosure(label, codeSpan(json), json, "Copy input", !long));
     }
     if (step.role === "tool") {
@@ -571,6 +571,12 @@ class TraceView {
 /** Whether text is past the compact preview: it is folded until the reader asks for all of it. */
 function isLong(text) {
   return text.length > PREVIEW_CHARS || text.split("\n", PREVIEW_LINES + 1).length > PREVIEW_LINES;
+}
+
+/** How long folded text is, by what made it long: its lines, or its characters when they are few lines. */
+function length(text) {
+  const lines = text.split("\n").length;
+  return lines > PREVIEW_LINES ? `${lines} lines` : `${text.length.toLocaleString("en")} characters`;
 }
 
 /** The header's counts from the annotations, as the API counts them: flagged ratings are left out. */
