@@ -4,11 +4,12 @@ and the stage named when the gateway fails it."""
 from __future__ import annotations
 
 import io
+from contextlib import closing
 
 import pytest
 from rich.console import Console
 
-from stash_cli.client import GatewayClient
+from stash_cli.client import ApiError, GatewayClient
 from stash_cli.demo import DemoFailed, model_lines, show_model, signed, wait_for_evaluations, words
 from stash_cli.waiting import Waiting
 from stash_common.model_quality import model_quality
@@ -99,8 +100,15 @@ def test_a_piped_wait_prints_what_it_waits_for_and_then_progress_lines() -> None
 def test_a_gateway_gone_while_labeling_fails_the_demo_naming_the_stage() -> None:
     client = GatewayClient(f"http://127.0.0.1:{free_port()}", "demo-key", timeout_s=2)
 
-    with pytest.raises(DemoFailed) as failed:
+    with closing(client), pytest.raises(DemoFailed) as failed:
         wait_for_evaluations(client, Console(file=io.StringIO()), ["trace-1"])
 
     assert failed.value.stage == "labeling the samples"
     assert str(failed.value).startswith("the demo failed while labeling the samples: cannot reach the gateway at")
+
+
+def test_a_health_check_the_gateway_does_not_answer_is_the_api_error_a_stage_names() -> None:
+    client = GatewayClient(f"http://127.0.0.1:{free_port()}", "demo-key", timeout_s=2)
+
+    with closing(client), pytest.raises(ApiError, match="^cannot reach the gateway at http://127.0.0.1:"):
+        client.health()

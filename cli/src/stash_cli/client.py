@@ -55,16 +55,20 @@ class ApiClient:
         return self._request("GET", path).text
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        response = self._send(method, path, **kwargs)
+        if response.is_error:
+            raise ApiError(f"HTTP {response.status_code}: {_reason(response)}", response.status_code)
+        return response
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The gateway's answer, whatever its status; ApiError when it does not answer."""
         try:
-            response = self.http.request(method, path, **kwargs)
+            return self.http.request(method, path, **kwargs)
         except httpx.TransportError as error:
             raise ApiError(
                 f"cannot reach the gateway at {self.url} ({error}); start it with `stash-rm up`, "
                 "or point STASH_URL (--url) at a running one"
             ) from None
-        if response.is_error:
-            raise ApiError(f"HTTP {response.status_code}: {_reason(response)}", response.status_code)
-        return response
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -80,8 +84,8 @@ class GatewayClient(ApiClient):
         super().__init__(url, RM_PREFIX, api_key, timeout_s)
 
     def health(self) -> dict[str, Any]:
-        """The gateway's /healthz answer (200 or 503 alike)."""
-        return json_object(self.http.get(f"{self.url}/healthz"))
+        """The gateway's /healthz answer (200 or 503 alike); ApiError when it does not answer."""
+        return json_object(self._send("GET", f"{self.url}/healthz"))
 
     def import_traces(self, data: str, format_name: str = "auto", source_id: str | None = None) -> dict[str, Any]:
         """POST /traces/import."""
