@@ -256,6 +256,7 @@ def test_a_failed_model_shows_its_error_can_be_retried_and_deleted(
     page.wait_for_url(re.compile(r"/models$"))
     expect(page.locator("h1")).to_have_text("Reward models")
     expect(page.locator(f"#model-table tr[data-model-id='{model_id}']")).to_have_count(0)
+    screenshot(page, "models-after-delete")
     assert alice.get(f"/reward-models/{model_id}").status_code == 404
 
 

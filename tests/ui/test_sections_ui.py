@@ -190,6 +190,7 @@ def test_the_explorer_walks_the_task_tree_with_keys_and_opens_a_step(
     page.click("#back-to-sections")
     expect(page.locator(".section-row.selected .section-title")).to_have_text(third["title"])
     assert _titles(page) == [child["title"] for child in first_task["children"]]
+    screenshot(page, "sections-back")
 
     page.keyboard.press("Enter")
     _selected_step(page).to_have_attribute("data-step", str(step_number[third["first_step_id"]]))
