@@ -60,6 +60,9 @@ def _processes_of(data_dir: Path) -> list[int]:
     return [pid for pid in found if pid != os.getpid()]
 
 
+# Two demos and a stack start, each demo allowed DEMO_TIMEOUT_S: the suite's 300 s would stop the second on a
+# loaded machine.
+@pytest.mark.timeout(2 * DEMO_TIMEOUT_S + 120)
 def test_the_main_job_imports_labels_trains_scores_writes_a_skill_and_says_where_to_look(
     tmp_path: Path, llm: FakeLLM
 ) -> None:
@@ -134,6 +137,7 @@ def _assert_one_of_each(env: dict[str, str], data_dir: Path, key: str) -> None:
     assert [(run["reward_model_id"], run["status"]) for run in runs] == [(models[0]["id"], "succeeded")]
 
 
+@pytest.mark.timeout(DEMO_TIMEOUT_S + 60)
 def test_a_failed_stage_exits_non_zero_naming_it_and_leaves_nothing_running(tmp_path: Path) -> None:
     env = _demo_env(tmp_path, STASH_TRAINER_BASE_MODEL=str(tmp_path / "no-such-model"))
 
