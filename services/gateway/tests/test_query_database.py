@@ -7,7 +7,8 @@ import pyarrow as pa
 import pytest
 
 from stash_common.errors import InvalidArgument, ResourceExhausted
-from stash_gateway.query.database import OwnerDatabase, QueryLimits, QueryTimeout
+from stash_gateway.query.database import OwnerDatabase
+from stash_gateway.query.limits import QueryLimits, QueryTimeout
 
 STEPS = pa.table(
     {

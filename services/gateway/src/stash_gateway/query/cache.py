@@ -11,8 +11,12 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from stash_gateway.query.database import OwnerDatabase, QueryLimits
+from stash_gateway.query.limits import QueryLimits
+
+if TYPE_CHECKING:  # DuckDB loads with the first query, not with the gateway (`stash_gateway.query.limits`)
+    from stash_gateway.query.database import OwnerDatabase
 
 
 @dataclass
@@ -39,6 +43,8 @@ class OwnerCache:
         with self._lock:
             entry = self._entries.get(owner_id)
             if entry is None:
+                from stash_gateway.query.database import OwnerDatabase
+
                 entry = self._entries[owner_id] = CacheEntry(OwnerDatabase(self.limits))
             self._entries.move_to_end(owner_id)
             return entry

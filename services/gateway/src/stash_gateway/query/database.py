@@ -12,27 +12,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
 
 from stash_common.errors import InvalidArgument, ResourceExhausted
+from stash_gateway.query.limits import QueryLimits, QueryTimeout
 from stash_gateway.query.results import QueryResult, query_result
-
-
-@dataclass(frozen=True)
-class QueryLimits:
-    """What one query may take: time, rows returned, memory and threads of its database."""
-
-    timeout_s: float = 10.0
-    max_rows: int = 1000
-    memory_limit_mb: int = 512
-    threads: int = 1
-
-
-class QueryTimeout(Exception):
-    """The query ran past its time limit and was interrupted."""
 
 
 class OwnerDatabase:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import TYPE_CHECKING
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -19,11 +20,12 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from stash_common.errors import Unavailable
 from stash_gateway.peers import Peers
 from stash_gateway.query.cache import CacheEntry, OwnerCache
-from stash_gateway.query.database import QueryLimits
+from stash_gateway.query.limits import QueryLimits
 from stash_gateway.query.loading import SOURCES, load_tables, owner_version
-from stash_gateway.query.results import QueryResult
-from stash_gateway.query.statements import check_select
 from stash_gateway.settings import GatewaySettings
+
+if TYPE_CHECKING:  # DuckDB loads with the first query, not with the gateway (`stash_gateway.query.limits`)
+    from stash_gateway.query.results import QueryResult
 
 log = structlog.get_logger(__name__)
 MB = 1024 * 1024
@@ -55,6 +57,8 @@ class QueryEngine:
 
     def run(self, owner_id: str, sql: str) -> QueryResult:
         """The query's result on the owner's current rows; INVALID_ARGUMENT for a refused or failing query."""
+        from stash_gateway.query.statements import check_select
+
         check_select(sql)
         entry = self.cache.entry(owner_id)
         with entry.database.lock:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from stash.rm.v1 import common_pb2
 from stash_common.errors import StashError
-from stash_common.owner_rows import read_chunks
 from stash_gateway.peers import Peers
+
+if TYPE_CHECKING:  # pyarrow loads with the first query, not with the gateway (`stash_gateway.query.limits`)
+    import pyarrow as pa
 
 # The tables each service owns, as the query sees them.
 SOURCES: dict[str, tuple[str, ...]] = {
@@ -52,6 +52,8 @@ def owner_version(peers: Peers, source: str, owner_id: str, timeout_s: float) ->
 
 def load_tables(peers: Peers, source: str, owner_id: str, timeout_s: float) -> LoadedTables:
     """Every table of one service for one owner, streamed in chunks."""
+    from stash_common.owner_rows import read_chunks
+
     request = common_pb2.StreamOwnerRowsRequest(owner_id=owner_id)
     chunks: dict[str, list[bytes]] = defaultdict(list)
     versions = set()

@@ -19,6 +19,7 @@ import duckdb
 import orjson
 
 from stash_common.errors import InvalidArgument
+from stash_gateway.query.limits import MAX_SQL_CHARS
 
 TABLE_NAMES = (
     "traces",
@@ -30,7 +31,6 @@ TABLE_NAMES = (
     "evaluations",
     "process_patterns",
 )
-MAX_SQL_CHARS = 100_000
 
 
 class _Parser:

@@ -8,8 +8,7 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from stash_gateway.openapi import RequestBody
-from stash_gateway.query.database import QueryTimeout
-from stash_gateway.query.statements import MAX_SQL_CHARS
+from stash_gateway.query.limits import MAX_SQL_CHARS, QueryTimeout
 from stash_gateway.rate_limits import QueryReader
 from stash_gateway.routes import API_PREFIX
 from stash_gateway.state import Queries
