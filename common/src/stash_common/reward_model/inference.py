@@ -135,14 +135,19 @@ def score_texts(
     batch_size: int = 32,
     sectioned: bool = False,
 ) -> list[float]:
-    """The reward of each text, in input order; batches are sorted by length to spare padding."""
-    sequences = tokenize(tokenizer, texts, max_length, sectioned)
+    """The reward of each text, in input order; batches are sorted by length to spare padding.
+
+    Texts with the same token ids are scored once: a trace's whole text is often its last action's
+    example (the trace ends with that action), and a reward depends on nothing but the ids.
+    """
+    sequences = [tuple(ids) for ids in tokenize(tokenizer, texts, max_length, sectioned)]
+    distinct = list(dict.fromkeys(sequences))
     masked = not is_causal_decoder(model)
-    scores = [0.0] * len(sequences)
+    scores: dict[tuple[int, ...], float] = {}
     model.train(False)
     with torch.inference_mode():
-        for batch in sorted_batches([len(sequence) for sequence in sequences], batch_size, device):
-            ids, mask = collate([sequences[i] for i in batch], tokenizer.pad_token_id, device)
+        for batch in sorted_batches([len(sequence) for sequence in distinct], batch_size, device):
+            ids, mask = collate([distinct[i] for i in batch], tokenizer.pad_token_id, device)
             for i, score in zip(batch, rewards(model, ids, mask if masked else None, device).tolist(), strict=True):
-                scores[i] = score
-    return scores
+                scores[distinct[i]] = score
+    return [scores[sequence] for sequence in sequences]

@@ -4,7 +4,8 @@ The strategy follows the model: one forward pass per trace for causal decoders, 
 for encoders (`stash_common.reward_model.strategies`); both equal scoring each action on its own. The
 traces of a chunk share their forward passes: on a CPU a forward call of a trace's two or three short
 actions costs nearly as much as one of a full batch (200 support traces, MiniLM, 2 cores: 5.1 actions/s
-trace by trace, 13.9 in chunks of 64).
+trace by trace, 13.9 in chunks of 64). A trace's whole text is scored with its actions, as one more
+example after its last: it is that action's example, or continues it, so the work is shared (`examples_of`).
 """
 
 from __future__ import annotations
@@ -49,14 +50,25 @@ def score_traces(
     Running out of device memory raises ResourceExhausted, naming the trace when there is only one: the
     caller scores a chunk that ran out trace by trace, so that it fails the trace that does alone.
     """
-    with_text = [trace.trace_text for trace in traces if trace.trace_text]
     try:
-        actions = score_actions(scoring, [[item.text for item in trace.actions] for trace in traces])
-        texts = iter(scoring.score_texts(with_text)) if with_text else iter(())
+        scored = score_actions(scoring, [examples_of(trace) for trace in traces])
     except torch.OutOfMemoryError as error:
         which = f"trace {traces[0].run.trace_id}" if len(traces) == 1 else f"{len(traces)} traces"
         raise ResourceExhausted(
             f"the device ran out of memory scoring {which} at max_length {scoring.max_length}"
             f" and batch_size {scoring.batch_size}: lower either in the scorer's settings and retry"
         ) from error
-    return [(scores, next(texts) if trace.trace_text else None) for scores, trace in zip(actions, traces, strict=True)]
+    return [
+        (scores[:-1], scores[-1]) if trace.trace_text else (scores, None)
+        for scores, trace in zip(scored, traces, strict=True)
+    ]
+
+
+def examples_of(trace: TraceInput) -> list[str]:
+    """The texts to score of `trace`: its actions' examples in step order, then its whole text when it has one.
+
+    The whole text goes last: it continues the last action's example, so a decoder's one pass over it scores
+    every action and the trace, and an encoder scores it once when its ids are that example's (the trace ends
+    with that action: `inference.score_texts` scores equal ids once).
+    """
+    return [item.text for item in trace.actions] + ([trace.trace_text] if trace.trace_text else [])
