@@ -6,6 +6,8 @@ import os
 
 import torch
 
+from stash_common.jobs.local import usable_cpus
+
 
 def select_device() -> str:
     """`cuda` when a CUDA device is visible, else `mps` on Apple silicon, else `cpu`."""
@@ -14,11 +16,6 @@ def select_device() -> str:
     if torch.backends.mps.is_available():
         return "mps"
     return "cpu"
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask, which containers narrow)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def configure_threads(device: str) -> int:

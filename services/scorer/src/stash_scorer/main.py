@@ -18,6 +18,7 @@ from stash_common.channels import peer_channel
 from stash_common.coordination import make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.jobs.launchers import make_launcher
+from stash_common.jobs.local import shared_cpus_env
 from stash_common.logs import configure_logging
 from stash_common.server import serve
 from stash_common.settings import load
@@ -55,7 +56,8 @@ def main() -> None:
     traces = IngestClient(ingest_pb2_grpc.IngestServiceStub(peer_channel(settings, "ingest")))
     models = TrainerClient(trainer_pb2_grpc.TrainerServiceStub(peer_channel(settings, "trainer")))
     background = BackgroundScoring(sessions, traces, settings.debounce_s)
-    launcher = make_launcher(settings.launcher, settings.artifact_dir)
+    # Local workers share this machine's cores: each gets its share of threads (Kubernetes Jobs get their own).
+    launcher = make_launcher(settings.launcher, settings.artifact_dir, shared_cpus_env(settings.max_active_batches))
     objects = load(WorkerStorageSettings).object_store()  # where job files go: the workers' own settings
     wakeups = make_wakeups(settings.redis_url)
     dispatcher = Dispatcher(sessions, traces, objects, launcher, wakeups, job_settings(settings), background)
