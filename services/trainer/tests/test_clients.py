@@ -115,20 +115,25 @@ def test_trace_from_proto_refuses_an_annotation_of_another_trace() -> None:
         trace_from_proto(_trace(), [stray], None)
 
 
-class _Refused(grpc.RpcError):
+class _PeerError(grpc.RpcError):
+    """A peer's failed call with its status and details."""
+
+    def __init__(self, status: grpc.StatusCode, details: str) -> None:
+        self._status, self._details = status, details
+
     def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.UNAVAILABLE
+        return self._status
 
     def details(self) -> str:
-        return "connection refused"
+        return self._details
 
 
 class _DownIngest:
     def GetTrace(self, request: ingest_pb2.GetTraceRequest, timeout: float) -> ingest_pb2.GetTraceResponse:
-        raise _Refused()
+        raise _PeerError(grpc.StatusCode.UNAVAILABLE, "connection refused")
 
     def ListTraces(self, request: ingest_pb2.ListTracesRequest, timeout: float) -> ingest_pb2.ListTracesResponse:
-        raise _Refused()
+        raise _PeerError(grpc.StatusCode.UNAVAILABLE, "connection refused")
 
 
 def test_a_failed_peer_call_becomes_unavailable_naming_its_status() -> None:
@@ -140,17 +145,9 @@ def test_a_failed_peer_call_becomes_unavailable_naming_its_status() -> None:
         client.first_unowned("owner", ["t1"])
 
 
-class _Gone(grpc.RpcError):
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.NOT_FOUND
-
-    def details(self) -> str:
-        return "trace t1 not found"
-
-
 class _IngestWithoutT1:
     def GetTrace(self, request: ingest_pb2.GetTraceRequest, timeout: float) -> ingest_pb2.GetTraceResponse:
-        raise _Gone()
+        raise _PeerError(grpc.StatusCode.NOT_FOUND, "trace t1 not found")
 
 
 def test_a_trace_deleted_since_it_was_selected_is_not_found_which_a_retry_repeats() -> None:
