@@ -24,9 +24,14 @@ from support.processes import free_port, wait_for_http
 from support.stack import RunningStack, cluster_env, running_stack
 
 POSTGRES_ADMIN_URL = os.environ.get("STASH_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-REDIS_TEST_URL = os.environ.get("STASH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+# pytest-xdist runs the suite in worker processes gw0, gw1, …; each takes Redis databases of its own (two per worker,
+# counting down from 15), as it takes free ports and database names of its own. Without xdist this is worker 0.
+_XDIST_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+REDIS_TEST_URL = os.environ.get("STASH_TEST_REDIS_URL", f"redis://127.0.0.1:6379/{15 - 2 * _XDIST_WORKER}")
 # The session's cluster stack keeps its own Redis database: `redis_url` and `module_redis_url` empty REDIS_TEST_URL's.
-CLUSTER_STACK_REDIS_URL = os.environ.get("STASH_TEST_CLUSTER_REDIS_URL", "redis://127.0.0.1:6379/14")
+CLUSTER_STACK_REDIS_URL = os.environ.get(
+    "STASH_TEST_CLUSTER_REDIS_URL", f"redis://127.0.0.1:6379/{14 - 2 * _XDIST_WORKER}"
+)
 
 # Each test's tier, from the first of these folders (relative to the repository) that holds it; every other test is a
 # `unit` test. A test that declares a tier marker itself keeps it. The markers are registered in pyproject.toml.

@@ -205,9 +205,9 @@ def _otlp_body() -> bytes:
 @pytest.mark.parametrize(
     ("body", "expected", "message"),
     [
-        (b"this is not gzip at all", 400, "body: is not valid gzip"),
-        (gzip.compress(b"{}")[:-6], 400, "body: gzip stream is truncated"),
-        (gzip.compress(b"\0" * (51 * 1024 * 1024)), 413, "decompressed body exceeds"),
+        pytest.param(b"this is not gzip at all", 400, "body: is not valid gzip", id="not-gzip"),
+        pytest.param(gzip.compress(b"{}")[:-6], 400, "body: gzip stream is truncated", id="truncated"),
+        pytest.param(gzip.compress(b"\0" * (51 * 1024 * 1024)), 413, "decompressed body exceeds", id="bomb"),
     ],
 )
 def test_otlp_bad_gzip_gets_a_google_rpc_status_in_the_request_content_type(
