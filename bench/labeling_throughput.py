@@ -292,7 +292,7 @@ def main() -> None:
         "--stack-database", nargs="*", choices=("postgresql", "sqlite"), default=["postgresql", "sqlite"],
         help="where the services keep their tables; none: skip the services",
     )  # fmt: skip
-    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--turns", type=int, default=20, help="turns of the growing trace; 0: skip the provider calls")
     args = parser.parse_args()
     loads = [load()]
     traces = labeler_traces(make_payload(args.steps, args.steps_per_trace))
@@ -307,12 +307,18 @@ def main() -> None:
     )
     for database, runs in services.items():
         services_rows(table, args.steps, database, runs)
-    incremental, every_chunk, llm_seconds = provider_calls(args.turns)
-    table.add_row(f"provider calls, a trace growing over {args.turns} turns (incremental)", f"{incremental}", "")
-    table.add_row("provider calls if every chunk were relabeled each time", f"{every_chunk}", "")
-    table.add_row("calls per evaluated revision (incremental)", f"{incremental / args.turns:.1f}", "")
-    table.add_row("LLM labeling wall time against the local stand-in", f"{llm_seconds:.2f} s", "")
+    if args.turns:
+        provider_rows(table, args.turns)
     Console(width=160).print(table)
+
+
+def provider_rows(table: Table, turns: int) -> None:
+    """Provider calls for a trace growing over `turns` turns, incremental against relabeling every chunk."""
+    incremental, every_chunk, llm_seconds = provider_calls(turns)
+    table.add_row(f"provider calls, a trace growing over {turns} turns (incremental)", f"{incremental}", "")
+    table.add_row("provider calls if every chunk were relabeled each time", f"{every_chunk}", "")
+    table.add_row("calls per evaluated revision (incremental)", f"{incremental / turns:.1f}", "")
+    table.add_row("LLM labeling wall time against the local stand-in", f"{llm_seconds:.2f} s", "")
 
 
 if __name__ == "__main__":
