@@ -30,7 +30,7 @@ def json_of(message: struct_pb2.Struct | struct_pb2.Value | struct_pb2.ListValue
     step the labeler and the trainer read carries two of these.
     """
     if isinstance(message, struct_pb2.Struct):
-        return {key: _json_value(value) for key, value in message.fields.items()}
+        return _json_object(message)
     if isinstance(message, struct_pb2.ListValue):
         return [_json_value(value) for value in message.values]
     return _json_value(message)
@@ -45,12 +45,18 @@ def _json_value(value: struct_pb2.Value) -> Any:
     if kind == "bool_value":
         return value.bool_value
     if kind == "struct_value":
-        return {key: _json_value(item) for key, item in value.struct_value.fields.items()}
+        return _json_object(value.struct_value)
     if kind == "list_value":
         return [_json_value(item) for item in value.list_value.values]
     if kind == "null_value":
         return None
     raise ValueError("a Value message must have a value")  # as json_format says of an empty one
+
+
+def _json_object(message: struct_pb2.Struct) -> dict[str, Any]:
+    # By key, not `fields.items()`: the map's items view goes through the Mapping ABC, twice the cost.
+    fields = message.fields
+    return {key: _json_value(fields[key]) for key in fields}
 
 
 def _number(number: float) -> float | int:

@@ -7,13 +7,17 @@ from stash_common.messages import json_of
 from stash_common.steps import ROLES, Role, TraceStep
 
 
+# By the enum's names (STEP_ROLE_USER → user), so a new value can never be misread as another; looked up
+# once here, not per step.
+_ROLES: dict[int, Role] = {common_pb2.StepRole.Value(f"STEP_ROLE_{role.upper()}"): role for role in ROLES}
+
+
 def _role(value: common_pb2.StepRole.ValueType) -> Role:
-    # By the enum's name (STEP_ROLE_USER → user), so a new value can never be misread as another.
-    name = common_pb2.StepRole.Name(value).removeprefix("STEP_ROLE_").lower()
-    for role in ROLES:
-        if role == name:
-            return role
-    raise ValueError(f"step role {name!r} is not one of {', '.join(ROLES)}")
+    role = _ROLES.get(value)
+    if role is None:
+        name = common_pb2.StepRole.Name(value).removeprefix("STEP_ROLE_").lower()
+        raise ValueError(f"step role {name!r} is not one of {', '.join(ROLES)}")
+    return role
 
 
 def step_from_proto(message: common_pb2.Step) -> TraceStep:

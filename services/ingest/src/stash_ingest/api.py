@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeGuard, TypeVar, get_args
 
@@ -207,10 +207,10 @@ class IngestServicer(OwnerRowsServicer, ingest_pb2_grpc.IngestServiceServicer):
         with transaction(self.sessions) as session:
             rows = store.owned_trace_rows(session, owner_id, [wanted.trace_id for wanted in request.wanted])
             wanted_revisions = {(wanted.trace_id, wanted.revision) for wanted in request.wanted}
-            current = [row for row in rows.values() if (row.id, row.revision) in wanted_revisions]
-            traces = {trace.summary.id: trace for trace in store.load_step_traces(session, current)}
+            current = [row.id for row in rows.values() if (row.id, row.revision) in wanted_revisions]
+            steps = store.step_rows_by_trace(session, current)
         return ingest_pb2.BatchGetTraceRevisionsResponse(
-            results=[_revision_result(wanted, rows.get(wanted.trace_id), traces) for wanted in request.wanted]
+            results=[_revision_result(wanted, rows.get(wanted.trace_id), steps) for wanted in request.wanted]
         )
 
     def _retrying_conflicts(self, work: Callable[[Session], T]) -> T:
@@ -498,15 +498,32 @@ def summary_to_proto(summary: TraceSummary) -> common_pb2.TraceSummary:
 def step_to_proto(stored: StoredStep) -> common_pb2.Step:
     """One stored step as its message."""
     step = stored.step
+    return _step_message(
+        stored.id, stored.index, step.role, step.content, step.tool_name, step.tool_input, step.tool_call_id,
+        step.metadata,
+    )  # fmt: skip
+
+
+def _step_message(
+    step_id: str,
+    index: int,
+    role: str,
+    content: str,
+    tool_name: str | None,
+    tool_input: Mapping[str, Any] | None,
+    tool_call_id: str | None,
+    metadata: Mapping[str, Any] | None,
+) -> common_pb2.Step:
+    """A step's message from its fields, in the order of `store.STEP_ROW_COLUMNS`."""
     return common_pb2.Step(
-        id=stored.id,
-        index=stored.index,
-        role=_ROLES[step.role],
-        content=step.content,
-        tool_name=step.tool_name,
-        tool_input=struct_of(step.tool_input),
-        tool_call_id=step.tool_call_id,
-        metadata=struct_of(step.metadata),
+        id=step_id,
+        index=index,
+        role=_ROLES[role],
+        content=content,
+        tool_name=tool_name,
+        tool_input=struct_of(tool_input),
+        tool_call_id=tool_call_id,
+        metadata=struct_of(metadata or {}),
     )
 
 
@@ -530,19 +547,29 @@ def span_to_proto(span: Span) -> common_pb2.Span:
 
 def trace_to_proto(trace: StoredTrace) -> common_pb2.Trace:
     """A stored trace with its steps and spans as its message."""
-    summary = trace.summary
+    steps = [step_to_proto(step) for step in trace.steps]
+    return _trace_message(trace.summary, trace.metadata, steps, [span_to_proto(span) for span in trace.spans])
+
+
+def _trace_message(
+    head: TraceSummary | store.TraceRow,
+    metadata: Mapping[str, Any],
+    steps: Sequence[common_pb2.Step],
+    spans: Sequence[common_pb2.Span] = (),
+) -> common_pb2.Trace:
+    """A trace's message from its summary or its row (the labeler's read needs no annotation counts)."""
     return common_pb2.Trace(
-        id=summary.id,
-        external_id=summary.external_id,
-        title=summary.title,
-        source_format=summary.source_format,
-        source_id=summary.source_id,
-        metadata=struct_of(trace.metadata),
-        steps=[step_to_proto(step) for step in trace.steps],
-        spans=[span_to_proto(span) for span in trace.spans],
-        created_at=timestamp_of(summary.created_at),
-        updated_at=timestamp_of(summary.updated_at),
-        revision=summary.revision,
+        id=head.id,
+        external_id=head.external_id,
+        title=head.title,
+        source_format=head.source_format,
+        source_id=head.source_id,
+        metadata=struct_of(metadata),
+        steps=steps,
+        spans=spans,
+        created_at=timestamp_of(head.created_at),
+        updated_at=timestamp_of(head.updated_at),
+        revision=head.revision,
     )
 
 
@@ -565,7 +592,7 @@ def annotation_to_proto(annotation: Annotation) -> common_pb2.Annotation:
 
 
 def _revision_result(
-    wanted: ingest_pb2.WantedRevision, row: store.TraceRow | None, traces: dict[str, StoredTrace]
+    wanted: ingest_pb2.WantedRevision, row: store.TraceRow | None, steps: Mapping[str, Sequence[tuple[Any, ...]]]
 ) -> ingest_pb2.TraceRevisionResult:
     """One wanted revision's result: the trace, or why there is none (by position: the message names no id)."""
     if row is None:
@@ -575,7 +602,8 @@ def _revision_result(
             state=ingest_pb2.REVISION_STATE_SUPERSEDED,
             error_message=f"the trace is at revision {row.revision}, not {wanted.revision}",
         )
-    return ingest_pb2.TraceRevisionResult(state=ingest_pb2.REVISION_STATE_FOUND, trace=trace_to_proto(traces[row.id]))
+    trace = _trace_message(row, row.trace_metadata or {}, [_step_message(*step) for step in steps[row.id]])
+    return ingest_pb2.TraceRevisionResult(state=ingest_pb2.REVISION_STATE_FOUND, trace=trace)
 
 
 def _imported_message(item: ImportedTrace) -> ingest_pb2.ImportedTrace:

@@ -308,15 +308,35 @@ def load_stored_steps_by_trace(session: Session, trace_ids: Sequence[str]) -> di
     return steps
 
 
-def load_step_traces(session: Session, rows: Sequence[TraceRow]) -> list[StoredTrace]:
-    """The traces behind several rows with all their steps and without spans (what the labeler reads), in a
-    few queries whatever their number."""
-    summaries = summarise(session, rows)
-    steps = load_stored_steps_by_trace(session, [row.id for row in rows])
-    return [
-        StoredTrace(summary=summary, metadata=row.trace_metadata or {}, steps=tuple(steps[row.id]), spans=())
-        for row, summary in zip(rows, summaries, strict=True)
-    ]
+# A step as the labeler reads it, in this order: id, index, role, content, tool name, tool input, tool call id,
+# metadata (None for none).
+STEP_ROW_COLUMNS = (
+    StepRow.id,
+    StepRow.position,
+    StepRow.role,
+    StepRow.content,
+    StepRow.tool_name,
+    StepRow.tool_input,
+    StepRow.tool_call_id,
+    StepRow.step_metadata,
+)
+
+
+def step_rows_by_trace(session: Session, trace_ids: Sequence[str]) -> dict[str, list[tuple[Any, ...]]]:
+    """Every step of several traces as plain tuples of `STEP_ROW_COLUMNS`, in order, by trace id: one query.
+
+    Tuples, not `StoredStep`s: the labeler reads every step of every new revision, and two objects per
+    step were a quarter of ingest's time answering it."""
+    steps: dict[str, list[tuple[Any, ...]]] = {trace_id: [] for trace_id in trace_ids}
+    if trace_ids:
+        query = (
+            select(StepRow.trace_id, *STEP_ROW_COLUMNS)
+            .where(StepRow.trace_id.in_(trace_ids))
+            .order_by(StepRow.trace_id, StepRow.position)
+        )
+        for trace_id, *step in session.execute(query):
+            steps[trace_id].append(tuple(step))
+    return steps
 
 
 def owned_trace_rows(session: Session, owner_id: str, trace_ids: Sequence[str]) -> dict[str, TraceRow]:
