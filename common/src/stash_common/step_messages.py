@@ -6,7 +6,6 @@ from stash.rm.v1 import common_pb2
 from stash_common.messages import json_of
 from stash_common.steps import ROLES, Role, TraceStep
 
-
 # By the enum's names (STEP_ROLE_USER → user), so a new value can never be misread as another; looked up
 # once here, not per step.
 _ROLES: dict[int, Role] = {common_pb2.StepRole.Value(f"STEP_ROLE_{role.upper()}"): role for role in ROLES}
