@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tracemalloc
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -187,6 +188,8 @@ def _refused_with_peak(format_name: str) -> tuple[str, int, int]:
         ("anthropic_messages", "document: steps"),
         ("claude_code", "transcript: steps"),
         ("codex", "rollout: steps"),
+        ("langfuse", "document: steps"),
+        ("langsmith", "document: steps"),
     ],
 )
 def test_a_million_step_trace_is_refused_in_bounded_memory(format_name: str, field: str) -> None:
@@ -278,3 +281,127 @@ def test_an_input_far_over_a_limit_is_refused_naming_it_before_it_is_read_whole(
     # (The OTLP protobuf body is decoded whole, a C++ message about twice its bytes: bounded by the body limit.)
     most = 3 * len(raw) if source == "otlp_protobuf" else len(raw) // 2
     assert peak < most, f"{peak >> 20} MiB traced while refusing {len(raw) >> 20} MiB"
+
+
+# --- Langfuse and LangSmith: a call's prompt counted as the adapter reads it, never more ---------------------------
+
+_PADDED = STREAM_FROM // 20  # items enough to make a document of over STREAM_FROM bytes, so it is counted by streaming
+_PADDING = {"padding": "p" * STREAM_FROM}  # a member no adapter reads, for the same end
+
+
+def _messages(count: int, role: str = "user") -> list[dict[str, str]]:
+    return [{"role": role, "content": f"m{n}"} for n in range(count)]
+
+
+def _observation(kind: str, prompt: Any, type_last: bool = False) -> dict[str, Any]:
+    fields: dict[str, Any] = {"id": f"{kind}-1", "startTime": "2026-01-01T00:00:00Z", "input": prompt}
+    return {**fields, "type": kind} if type_last else {"type": kind, **fields}
+
+
+def _langfuse(*observations: dict[str, Any], padding: Mapping[str, str] = _PADDING) -> bytes:
+    return orjson.dumps({"id": "t1", "observations": list(observations), **padding})
+
+
+def _run(
+    run_type: str, inputs: dict[str, Any], run_id: str = "r1", padding: Mapping[str, str] = _PADDING
+) -> dict[str, Any]:
+    return {
+        "id": run_id,
+        "trace_id": "t1",
+        "run_type": run_type,
+        "start_time": "2026-01-01T00:00:00",
+        "inputs": inputs,
+        **padding,
+    }
+
+
+def _read(format_name: str, raw: bytes) -> list[Any]:
+    assert len(raw) > STREAM_FROM
+    return parse_payload(ImportRequest("owner", format_name, raw, limits=SMALL))[1]
+
+
+def test_langfuse_items_that_make_no_step_are_not_counted() -> None:
+    # An unknown role, a blank text and a reasoning item make no step: 40 steps in all, under the limit of 50.
+    prompt = [*_messages(40), *[{"role": "bogus", "content": "x"}, {"role": "user", "content": " "}] * _PADDED]
+
+    traces = _read("langfuse", _langfuse(_observation("GENERATION", prompt)))
+
+    assert len(traces[0].steps) == 40
+
+
+def test_langfuse_messages_outside_a_generation_are_not_counted() -> None:
+    span = _observation("SPAN", _messages(100))
+
+    traces = _read("langfuse", _langfuse(span, {**_observation("GENERATION", _messages(2)), "id": "g2"}))
+
+    assert len(traces[0].steps) == 2
+
+
+def test_langfuse_an_object_that_is_one_message_is_not_counted_as_its_messages() -> None:
+    # {role, messages} is one message; only an envelope without a role is read as its `messages`.
+    prompt = {"messages": _messages(_PADDED), "role": "user", "content": "hi"}
+
+    traces = _read("langfuse", _langfuse(_observation("GENERATION", prompt)))
+
+    assert [step.content for step in traces[0].steps] == ["hi"]
+
+
+@pytest.mark.parametrize(
+    "observation",
+    [
+        pytest.param(_observation("GENERATION", _messages(_PADDED), type_last=True), id="type-after-input"),
+        pytest.param(_observation("GENERATION", {"messages": _messages(_PADDED)}), id="envelope"),
+        pytest.param(_observation("GENERATION", [_messages(_PADDED)]), id="nested-list"),
+    ],
+)
+def test_langfuse_a_generation_far_over_the_step_limit_is_refused_however_it_is_written(
+    observation: dict[str, Any],
+) -> None:
+    raw = _langfuse(observation, padding={})
+    tracemalloc.start()
+    try:
+        refusal = _refusal("langfuse", raw)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert refusal.field == "document: steps", str(refusal)
+    assert peak < len(raw) // 2, f"{peak >> 20} MiB traced while refusing {len(raw) >> 20} MiB"
+
+
+def test_langsmith_the_later_lists_of_a_batched_prompt_are_not_counted() -> None:
+    # LangChain logs one message list per batched prompt; the first is the run's prompt.
+    inputs = {"messages": [_messages(3), _messages(_PADDED)]}
+
+    traces = _read("langsmith", orjson.dumps(_run("llm", inputs)))
+
+    assert len(traces[0].steps) == 3
+
+
+def test_langsmith_messages_outside_an_llm_run_are_not_counted() -> None:
+    chain = _run("chain", {"messages": _messages(100)}, run_id="t1")
+    llm = _run("llm", {"messages": _messages(2)}, run_id="r2")
+
+    traces = _read("langsmith", orjson.dumps(chain) + b"\n" + orjson.dumps(llm))
+
+    assert len(traces[0].steps) == 2
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        pytest.param({"messages": [_messages(_PADDED)]}, id="batched"),
+        pytest.param({"messages": _messages(_PADDED)}, id="plain"),
+    ],
+)
+def test_langsmith_an_llm_run_far_over_the_step_limit_in_an_array_of_runs_is_refused(inputs: dict[str, Any]) -> None:
+    raw = orjson.dumps([_run("llm", inputs, padding={})])
+    tracemalloc.start()
+    try:
+        refusal = _refusal("langsmith", raw)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert refusal.field == "document: steps", str(refusal)
+    assert peak < len(raw) // 2, f"{peak >> 20} MiB traced while refusing {len(raw) >> 20} MiB"

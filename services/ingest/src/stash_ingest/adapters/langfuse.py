@@ -14,7 +14,7 @@ Claude Agent SDK logs results nowhere else); every observation becomes a span.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from stash_common.errors import InvalidArgument
@@ -35,6 +35,7 @@ from stash_ingest.adapters.messages import (
     result_text,
     stamp_steps,
 )
+from stash_ingest.adapters.prompts import Prompts
 from stash_ingest.adapters.reading import Counted, decode_nested, epoch_ns, list_or_empty, nonblank, read_records
 from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, TraceReader, check_records, check_spans_read
 from stash_ingest.traces import Span, Step, Trace
@@ -51,14 +52,20 @@ _TRACE_FIELDS = (
 _URL_KEY = "uri"  # where OTel GenAI parts put an image's address
 _EXPECTED = "expected a Langfuse trace with an `observations` list (GET /api/public/traces/{traceId})"
 
-# tRPC files list light observations in the trace and the full ones beside it, so one path counts them all.
-# Every message of one generation's input ends up in its trace: a message with a role is at least one step.
+# A generation's input, a list of messages or an envelope object holding them, is counted by streaming: all of
+# its steps end up in its trace. tRPC files list light observations in the trace and the full ones beside it,
+# so one path counts them all.
+PROMPTS = Prompts(
+    is_call=lambda observation: _kind(observation) == "generation",
+    lists={"input": None, "input.messages": lambda envelope: _shape(envelope) == "envelope"},
+    steps=lambda message: sum(len(_item_steps(item)[0]) for item in _items(decode_nested(message), "user")),
+    nested="flatten",
+)
 COUNTED: Counted = {
     "observations.item.id": "spans",
-    "observations.item.input.item.role": "steps",
-    "observations.item.input.messages.item.role": "steps",
+    "observations.item": PROMPTS,
     "item": "traces",
-    "item.observations.item.input.item.role": "steps",
+    "item.observations.item": PROMPTS,
 }
 
 
@@ -193,12 +200,23 @@ def _items(value: Any, role: str) -> Iterator[dict[str, Any]]:
         yield from _object_items(value, role)
 
 
-def _object_items(value: dict[str, Any], role: str) -> Iterator[dict[str, Any]]:
+def _shape(value: Mapping[str, Any]) -> str:
+    """What an object among a generation's messages is: a message, a chat completion, a Responses-API response,
+    or an envelope holding messages (`messages`, `input` or `output`)."""
     if "role" in value or "parts" in value or isinstance(value.get("type"), str):
+        return "message"
+    if isinstance(value.get("choices"), list):
+        return "completion"
+    return "response" if value.get("object") == "response" else "envelope"
+
+
+def _object_items(value: dict[str, Any], role: str) -> Iterator[dict[str, Any]]:
+    shape = _shape(value)
+    if shape == "message":
         yield value
-    elif isinstance(value.get("choices"), list):
+    elif shape == "completion":
         yield from _items([choice.get("message") for choice in value["choices"][:1] if isinstance(choice, dict)], role)
-    elif value.get("object") == "response":
+    elif shape == "response":
         yield from _items(value.get("output"), role)
     else:
         key = next((key for key in ("messages", "input", "output") if key in value), None)
@@ -378,6 +396,6 @@ def _attributes(observation: dict[str, Any]) -> dict[str, Any]:
     return attributes if isinstance(attributes, dict) else {}
 
 
-def _kind(observation: dict[str, Any]) -> str | None:
+def _kind(observation: Mapping[str, Any]) -> str | None:
     kind = observation.get("type")
     return kind.lower() if isinstance(kind, str) and kind else None

@@ -36,6 +36,7 @@ from stash_ingest.adapters.messages import (
     result_text,
     stamp_steps,
 )
+from stash_ingest.adapters.prompts import Prompts
 from stash_ingest.adapters.reading import (
     Counted,
     decode_nested,
@@ -60,8 +61,15 @@ _EXPECTED = (
 )
 
 Run = dict[str, Any]
-# Every message of an llm run's prompt ends up in its trace (LangChain logs one list per batched prompt).
-COUNTED: Counted = {"inputs.messages.item": "steps", "inputs.messages.item.item": "steps"}
+# Every message of an llm run's prompt ends up in its trace: counted by streaming in a large run (a line, or the
+# items of an array). LangChain logs one message list per batched prompt, and the first is read (`_prompt_messages`).
+PROMPTS = Prompts(
+    is_call=lambda run: run.get("run_type") == "llm",
+    lists={"inputs.messages": None},
+    steps=lambda message: len(_item_steps(decode_nested(message), "user")[0]),
+    nested="first",
+)
+COUNTED: Counted = {"": PROMPTS, "item": PROMPTS}
 
 
 def parse_langsmith(raw: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> list[Trace]:

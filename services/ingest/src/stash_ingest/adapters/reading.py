@@ -18,6 +18,7 @@ import ijson
 import orjson
 
 from stash_common.errors import InvalidArgument
+from stash_ingest.adapters.prompts import Prompts, check_prompts
 from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_spans_read, check_steps_read, check_traces_read
 
 Record = tuple[str, Any]  # (where it came from, e.g. "line 3", the parsed JSON value)
@@ -27,8 +28,8 @@ ItemCounter = Callable[[bytes, Iterator[Any], str, TraceLimits], None]
 # An adapter's arrays whose items are each at least one step, span or trace: an ijson path in one JSON
 # document to one small value per item ("steps.item.role", or "item" for a top-level array) → what each
 # item counts as, or the counter that counts the items themselves. Counting a small field of each item
-# spares building the item itself.
-Counted = Mapping[str, Literal["steps", "spans", "traces"] | ItemCounter]
+# spares building the item itself. An ijson path to LLM calls → where they keep their prompts (`Prompts`).
+Counted = Mapping[str, Literal["steps", "spans", "traces"] | ItemCounter | Prompts]
 
 # A JSON document (a line, or the whole payload) at least this large has its counted arrays counted by
 # streaming before it is parsed whole: parsing builds every value (about five times the bytes), counting
@@ -182,6 +183,9 @@ def check_counted(data: bytes, counted: Counted, where: str, limits: TraceLimits
     for path, counts_as in counted.items():
         if (path == "item" or path.startswith("item.")) != is_array:
             continue  # a path of the other shape would be scanned to the end for nothing
+        if isinstance(counts_as, Prompts):
+            check_prompts(data, path, counts_as, where, limits)
+            continue
         if callable(counts_as):
             counts_as(data, stream_items(data, path), where, limits)
             continue
