@@ -337,6 +337,15 @@ def test_langfuse_messages_outside_a_generation_are_not_counted() -> None:
     assert len(traces[0].steps) == 2
 
 
+def test_langfuse_observations_merged_by_id_are_counted_once() -> None:
+    # Each generation is listed twice, as tRPC files and partial updates do: 40 spans, under the limit of 50.
+    generations = [{**_observation("GENERATION", _messages(1)), "id": f"g{n % 40}"} for n in range(80)]
+
+    traces = _read("langfuse", _langfuse(*generations))
+
+    assert len(traces[0].spans) == 40
+
+
 def test_langfuse_an_object_that_is_one_message_is_not_counted_as_its_messages() -> None:
     # {role, messages} is one message; only an envelope without a role is read as its `messages`.
     prompt = {"messages": _messages(_PADDED), "role": "user", "content": "hi"}

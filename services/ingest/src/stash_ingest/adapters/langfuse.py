@@ -53,16 +53,16 @@ _URL_KEY = "uri"  # where OTel GenAI parts put an image's address
 _EXPECTED = "expected a Langfuse trace with an `observations` list (GET /api/public/traces/{traceId})"
 
 # A generation's input, a list of messages or an envelope object holding them, is counted by streaming: all of
-# its steps end up in its trace. tRPC files list light observations in the trace and the full ones beside it,
-# so one path counts them all.
+# its steps end up in its trace; so is every observation, a span. tRPC files list light observations in the
+# trace and the full ones beside it, so one path counts them all.
 PROMPTS = Prompts(
     is_call=lambda observation: _kind(observation) == "generation",
     lists={"input": None, "input.messages": lambda envelope: _shape(envelope) == "envelope"},
     steps=lambda message: sum(len(_item_steps(item)[0]) for item in _items(decode_nested(message), "user")),
     nested="flatten",
+    spans=True,
 )
 COUNTED: Counted = {
-    "observations.item.id": "spans",
     "observations.item": PROMPTS,
     "item": "traces",
     "item.observations.item": PROMPTS,

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import ijson
 from ijson.common import ObjectBuilder
 
-from stash_ingest.limits import TraceLimits, check_steps_read
+from stash_ingest.limits import TraceLimits, check_spans_read, check_steps_read
 
 # An object's members as far as it has been read: scalars as they are, an object as {}, an array as [].
 Fields = Mapping[str, Any]
@@ -36,12 +36,15 @@ class Prompts:
     object holding the list, that the adapter reads that list (applied once the holder has been read whole), or
     None where it always does. `nested`: what a list inside a prompt list is: more messages (`flatten`, Langfuse),
     or, as its first item, the prompt itself (`first`: LangChain logs one message list per batched prompt and the
-    first is read; a later list, or a list after a message, makes no step that can be told without reading it)."""
+    first is read; a later list, or a list after a message, makes no step that can be told without reading it).
+    `spans`: every object at the calls' prefix is a span, one per distinct id (Langfuse merges observations by id),
+    so they are counted in the same pass."""
 
     is_call: Callable[[Fields], bool]
     lists: Mapping[str, Callable[[Fields], bool] | None]
     steps: Callable[[Any], int]
     nested: Literal["flatten", "first"]
+    spans: bool = False
 
 
 def check_prompts(data: bytes, calls: str, prompts: Prompts, where: str, limits: TraceLimits) -> None:
@@ -149,6 +152,8 @@ class _CallReader:
         self.call: _Call | None = None
         self.list: _PromptList | None = None
         self.member: tuple[str, str] | None = None  # (object prefix, key) of the member whose value comes next
+        self.span_ids: set[str] = set()
+        self.spans_without_id = 0
 
     def read(self, prefix: str, event: str, value: Any) -> None:
         """Take the document's next event."""
@@ -200,7 +205,17 @@ class _CallReader:
         if holder == self.calls:
             if self.call.over and self.prompts.is_call(members):
                 check_steps_read(self.most + 1, self.where, self.limits)
+            if self.prompts.spans:
+                self._count_span(members)
             self.call = None
+
+    def _count_span(self, call: Fields) -> None:
+        span_id = call.get("id")
+        if isinstance(span_id, str) and span_id.strip():
+            self.span_ids.add(span_id)
+        else:
+            self.spans_without_id += 1
+        check_spans_read(len(self.span_ids) + self.spans_without_id, self.where, self.limits)
 
     def _over(self) -> None:
         """A prompt list of the current call makes more steps than a trace may hold: refused once it is a call."""
