@@ -214,8 +214,10 @@ def stream_items(data: bytes, path: str) -> Iterator[Any]:
 
 LONG_STRING = 1 << 16
 # From a place outside any string: structure and whole strings, in C, each byte read once (possessive).
-_STRUCTURE_AND_STRINGS = re.compile(rb'(?:[^"]++|"(?:[^"\\]++|\\.)*+")*+')
-_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+# A string's characters are matched unrolled (runs of plain characters between escapes): twice as fast as an
+# alternation of the two on text full of escapes, such as JSON written into a string.
+_STRUCTURE_AND_STRINGS = re.compile(rb'(?:[^"]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+')
+_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"')
 
 
 def _without_long_strings(data: bytes) -> Iterator[bytes]:
