@@ -21,7 +21,7 @@ from stash_labeler.traces import LabelerTrace
 ChunkKind = Literal["user", "agent_message", "tool_call"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chunk:
     """Consecutive unit of labeling: one or two steps (a call and its result)."""
 

@@ -27,7 +27,7 @@ from stash_labeler.scoring.rule_scores import ChunkScore, Scores, open_chunks, s
 from stash_labeler.traces import LabelerTrace
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KeptLabel:
     """A label saved by an earlier evaluation."""
 
@@ -139,12 +139,11 @@ def _steps(chunks: Sequence[Chunk], labels: Mapping[str, KeptLabel], scores: Sco
         kept = labels.get(chunk.chunk_id)
         labelled = _label_fields(kept.label) if kept is not None else {}
         chunk_score = scores.chunks.get(chunk.chunk_id)
-        reward = _reward(chunk_score) if chunk_score is not None else None
+        on_action = {**labelled, **_reward(chunk_score)} if chunk_score is not None else labelled
+        action = chunk.action
         for step in chunk.steps:
-            entry = {"step_id": step.id, "step_index": step.index, "chunk_id": chunk.chunk_id, **labelled}
-            if reward is not None and step is chunk.action:
-                entry.update(reward)
-            steps.append(entry)
+            fields = on_action if step is action else labelled
+            steps.append({"step_id": step.id, "step_index": step.index, "chunk_id": chunk.chunk_id, **fields})
     return steps
 
 
@@ -154,16 +153,17 @@ def _label_fields(label: ChunkLabel) -> dict[str, Any]:
 
 
 def _reward(chunk: ChunkScore) -> dict[str, Any]:
+    reading = chunk.reading()
     return {
         "reward": {
             "points": round(chunk.points, 6),
             "passed_back": round(chunk.passed_back, 6),
-            "credit": round(chunk.credit, 6),
+            "credit": round(reading.credit, 6),
             "terms": [{"reason": term.reason, "points": round(term.points, 6)} for term in chunk.terms],
         },
-        "expected_credit": chunk.expected_credit,
-        "ordinal_credit": chunk.ordinal_credit,
-        "credit_distribution": chunk.credit_distribution,
+        "expected_credit": reading.expected,
+        "ordinal_credit": reading.ordinal,
+        "credit_distribution": reading.distribution,
         "credit_method": CREDIT_METHOD,
     }
 

@@ -257,11 +257,11 @@ def test_chunk_credit_is_capped_at_minus_one() -> None:
 
 
 def test_rule_score_credit_reads_back_from_its_saved_distribution() -> None:
-    chunk = score(_refund("accepted", calls=1)).chunks["w0"]
+    reading = score(_refund("accepted", calls=1)).chunks["w0"].reading()
 
-    assert chunk.credit_distribution == pytest.approx({"neutral": 0.46, "positive": 0.54})
-    assert chunk.expected_credit == pytest.approx(-0.03 + 0.3)
-    assert chunk.ordinal_credit == 1
+    assert reading.distribution == pytest.approx({"neutral": 0.46, "positive": 0.54})
+    assert reading.expected == pytest.approx(-0.03 + 0.3)
+    assert reading.ordinal == 1
 
 
 # Task scores, trace score and outcome
@@ -414,8 +414,8 @@ def test_graded_unconfirmed_answer_blends_options_by_probability() -> None:
     chunk = score([_user("c0"), _answer("a")], graded={"a": distribution}).chunks["a"]
 
     assert chunk.points == pytest.approx(0.1 * -0.2 + 0.2 * 0.0 + 0.6 * 0.25 + 0.1 * 0.45)
-    assert chunk.credit_distribution == distribution
-    assert chunk.expected_credit == pytest.approx(0.35)
+    assert chunk.reading().distribution == distribution
+    assert chunk.reading().expected == pytest.approx(0.35)
 
 
 def test_graded_answer_excludes_insufficient_evidence() -> None:

@@ -15,7 +15,7 @@ class LabelingError(Exception):
     """Labels could not be produced; the message names the chunk and what went wrong."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChunkLabel:
     """A chunk's label with what produced it."""
 

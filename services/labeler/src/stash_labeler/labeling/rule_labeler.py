@@ -110,19 +110,30 @@ def label_chunks(chunks: Sequence[Chunk]) -> list[StepLabel]:
     first_calls: dict[bytes, str] = {}  # call signature → the first chunk that made that call
     tasks_started = 0  # the first user message starts the first task, so 0 also means no user spoke yet
     latest_answer: StepLabel | None = None  # what a user's verdict is about
-    for position, chunk in enumerate(chunks):
+    for chunk, ends_turn in zip(chunks, _turn_ends(chunks), strict=True):
         if chunk.kind == "user":
             reaction = _Reaction.of(chunk.action.content)
             intent = _user_intent(chunk.action.content, reaction, labels, latest_answer, tasks_started == 0)
             tasks_started += intent == "request"
             label = _user_label(chunk, reaction, latest_answer, intent, _task(tasks_started))
         else:
-            label = _agent_label(chunk, chunks, position, _task(tasks_started), first_calls)
+            label = _agent_label(chunk, ends_turn, _task(tasks_started), first_calls)
             latest_answer = label if label.is_answer else latest_answer
         if chunk.kind == "tool_call" and chunk.action.role == "assistant":
             first_calls.setdefault(_call_signature(chunk), chunk.chunk_id)
         labels.append(label)
     return labels
+
+
+def _turn_ends(chunks: Sequence[Chunk]) -> list[bool]:
+    """Whether each chunk ends its turn: no tool call follows it before the user speaks again (one pass backwards)."""
+    ends = [True] * len(chunks)
+    call_ahead = False
+    for position in range(len(chunks) - 1, -1, -1):
+        ends[position] = not call_ahead
+        kind = chunks[position].kind
+        call_ahead = kind == "tool_call" or (call_ahead and kind != "user")
+    return ends
 
 
 def _task(tasks_started: int) -> str:
@@ -158,7 +169,7 @@ def _user_label(
     chunk: Chunk, reaction: _Reaction, latest_answer: StepLabel | None, intent: str, task_id: str
 ) -> StepLabel:
     verdict, phrase = reaction.verdict() if latest_answer is not None else ("none", None)
-    return StepLabel(
+    return StepLabel.trusted(
         chunk_id=chunk.chunk_id,
         task_id=task_id,
         actor="user",
@@ -186,13 +197,10 @@ def _user_intent(
     return "follow_up" if FOLLOW_UP.match(text) else "request"
 
 
-def _agent_label(
-    chunk: Chunk, chunks: Sequence[Chunk], position: int, task_id: str, first_calls: Mapping[bytes, str]
-) -> StepLabel:
+def _agent_label(chunk: Chunk, ends_turn: bool, task_id: str, first_calls: Mapping[bytes, str]) -> StepLabel:
     if chunk.kind == "tool_call":
         return _tool_label(chunk, first_calls, task_id)
     text = chunk.action.content
-    ends_turn = all(later.kind != "tool_call" for later in _rest_of_turn(chunks, position))
     if not ends_turn:
         return _agent_message(chunk, task_id, "message", outcome="none", stance="none", coverage="none")
     if text.rstrip().endswith("?"):
@@ -212,15 +220,6 @@ def _agent_label(
     )
 
 
-def _rest_of_turn(chunks: Sequence[Chunk], position: int) -> list[Chunk]:
-    rest = []
-    for chunk in chunks[position + 1 :]:
-        if chunk.kind == "user":
-            break
-        rest.append(chunk)
-    return rest
-
-
 def _agent_message(
     chunk: Chunk,
     task_id: str,
@@ -231,7 +230,7 @@ def _agent_message(
     coverage: str,
     evidence: re.Match[str] | None = None,
 ) -> StepLabel:
-    return StepLabel(
+    return StepLabel.trusted(
         chunk_id=chunk.chunk_id,
         task_id=task_id,
         actor="agent",
@@ -250,7 +249,7 @@ def _tool_label(chunk: Chunk, first_calls: Mapping[bytes, str], task_id: str) ->
     call = chunk.action
     writes = _writes(call.tool_name or "", call.tool_input or {})
     result, evidence = _result(chunk)
-    return StepLabel(
+    return StepLabel.trusted(
         chunk_id=chunk.chunk_id,
         task_id=task_id,
         actor="agent",

@@ -26,6 +26,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 from stash_labeler.label_schema import StepLabel
 from stash_labeler.scoring.credit import (
@@ -77,7 +78,7 @@ class Outcome(StrEnum):
     INSUFFICIENT_EVIDENCE = "insufficient_evidence"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Term:
     """One line of a score breakdown."""
 
@@ -85,7 +86,7 @@ class Term:
     points: float
 
 
-@dataclass
+@dataclass(slots=True)
 class ChunkScore:
     """The score of one agent chunk (`steps[].metadata.reward` of its action step)."""
 
@@ -102,25 +103,28 @@ class ChunkScore:
         """Points plus credit passed back, capped to −1..+1."""
         return _cap(self.points + self.passed_back)
 
-    @property
-    def credit_distribution(self) -> dict[str, float]:
-        """The grading model's distribution, or for a rule score the anchors around its credit."""
-        return self.distribution if self.graded and self.distribution else anchored_distribution(self.credit)
-
-    @property
-    def expected_credit(self) -> float | None:
-        """Probability-weighted credit of the saved distribution (rule scores: equal to `credit`)."""
+    def reading(self) -> CreditReading:
+        """The credit and how it reads, each computed once (the reward block shows all four): a graded chunk
+        reads the grading model's distribution, a rule score the anchors around its credit."""
+        credit = self.credit
         if self.graded and self.distribution:
-            return expected_credit(self.distribution)
-        return anchored_expected_credit(self.credit)
-
-    @property
-    def ordinal_credit(self) -> int:
-        """Legacy −2..2 band of `credit`."""
-        return ordinal_credit(self.credit)
+            return CreditReading(credit, expected_credit(self.distribution), ordinal_credit(credit), self.distribution)
+        return CreditReading(
+            credit, anchored_expected_credit(credit), ordinal_credit(credit), anchored_distribution(credit)
+        )
 
 
-@dataclass(frozen=True)
+class CreditReading(NamedTuple):
+    """A chunk's credit, its probability-weighted value (rule scores: equal to `credit`), its legacy −2..2 band
+    and the distribution saved for it."""
+
+    credit: float
+    expected: float | None
+    ordinal: int
+    distribution: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
 class TaskResult:
     """A task's score (one entry of `step_scores`)."""
 
