@@ -22,6 +22,7 @@ from stash_common.steps import TraceStep
 from stash_ingest.adapters.registry import ADAPTERS, detect
 from stash_ingest.limits import DEFAULT_LIMITS
 from stash_labeler.evaluation import Evaluation, evaluate
+from stash_labeler.label_schema import StepLabel
 from stash_labeler.labeling.rule_labeler import RuleLabeler
 from stash_labeler.traces import LabelerTrace
 from support.fixtures import REAL_FIXTURES
@@ -119,10 +120,13 @@ def as_line(trace: LabelerTrace, evaluation: Evaluation) -> str:
     return f"{trace.id} {hashlib.sha256(kept).hexdigest()}"
 
 
+def golden_traces() -> list[LabelerTrace]:
+    return fixture_traces() + [synthetic_trace(seed) for seed in range(200)]
+
+
 def evaluated_lines() -> list[str]:
     labeler = RuleLabeler()
-    traces = fixture_traces() + [synthetic_trace(seed) for seed in range(200)]
-    return [as_line(trace, evaluate(trace, labeler, {})) for trace in traces]
+    return [as_line(trace, evaluate(trace, labeler, {})) for trace in golden_traces()]
 
 
 def test_rule_evaluations_match_the_golden_file() -> None:
@@ -135,3 +139,11 @@ def test_rule_evaluations_match_the_golden_file() -> None:
     assert len(lines) == len(golden)
     for line, expected in zip(lines, golden, strict=True):
         assert line == expected
+
+
+def test_rule_labels_pass_the_validation_they_skip() -> None:
+    labeler = RuleLabeler()
+    for trace in golden_traces():
+        for kept in evaluate(trace, labeler, {}).labels.values():
+            label = kept.label.label
+            assert StepLabel.model_validate(label.as_metadata()) == label, (trace.id, label)
