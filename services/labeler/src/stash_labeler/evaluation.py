@@ -139,11 +139,13 @@ def _steps(chunks: Sequence[Chunk], labels: Mapping[str, KeptLabel], scores: Sco
         kept = labels.get(chunk.chunk_id)
         labelled = _label_fields(kept.label) if kept is not None else {}
         chunk_score = scores.chunks.get(chunk.chunk_id)
-        on_action = {**labelled, **_reward(chunk_score)} if chunk_score is not None else labelled
-        action = chunk.action
-        for step in chunk.steps:
-            fields = on_action if step is action else labelled
-            steps.append({"step_id": step.id, "step_index": step.index, "chunk_id": chunk.chunk_id, **fields})
+        reward = _reward(chunk_score) if chunk_score is not None else {}
+        action = chunk.action  # the first step, which carries the reward
+        steps.append(
+            {"step_id": action.id, "step_index": action.index, "chunk_id": chunk.chunk_id, **labelled, **reward}
+        )
+        for step in chunk.steps[1:]:
+            steps.append({"step_id": step.id, "step_index": step.index, "chunk_id": chunk.chunk_id, **labelled})
     return steps
 
 

@@ -111,16 +111,18 @@ def label_chunks(chunks: Sequence[Chunk]) -> list[StepLabel]:
     tasks_started = 0  # the first user message starts the first task, so 0 also means no user spoke yet
     latest_answer: StepLabel | None = None  # what a user's verdict is about
     for chunk, ends_turn in zip(chunks, _turn_ends(chunks), strict=True):
+        signature = _call_signature(chunk) if chunk.kind == "tool_call" and chunk.action.role == "assistant" else None
         if chunk.kind == "user":
             reaction = _Reaction.of(chunk.action.content)
             intent = _user_intent(chunk.action.content, reaction, labels, latest_answer, tasks_started == 0)
             tasks_started += intent == "request"
             label = _user_label(chunk, reaction, latest_answer, intent, _task(tasks_started))
         else:
-            label = _agent_label(chunk, ends_turn, _task(tasks_started), first_calls)
+            repeat_of = first_calls.get(signature) if signature is not None else None
+            label = _agent_label(chunk, ends_turn, _task(tasks_started), repeat_of)
             latest_answer = label if label.is_answer else latest_answer
-        if chunk.kind == "tool_call" and chunk.action.role == "assistant":
-            first_calls.setdefault(_call_signature(chunk), chunk.chunk_id)
+        if signature is not None:
+            first_calls.setdefault(signature, chunk.chunk_id)
         labels.append(label)
     return labels
 
@@ -197,9 +199,9 @@ def _user_intent(
     return "follow_up" if FOLLOW_UP.match(text) else "request"
 
 
-def _agent_label(chunk: Chunk, ends_turn: bool, task_id: str, first_calls: Mapping[bytes, str]) -> StepLabel:
+def _agent_label(chunk: Chunk, ends_turn: bool, task_id: str, repeat_of: str | None) -> StepLabel:
     if chunk.kind == "tool_call":
-        return _tool_label(chunk, first_calls, task_id)
+        return _tool_label(chunk, repeat_of, task_id)
     text = chunk.action.content
     if not ends_turn:
         return _agent_message(chunk, task_id, "message", outcome="none", stance="none", coverage="none")
@@ -245,7 +247,8 @@ def _agent_message(
     )
 
 
-def _tool_label(chunk: Chunk, first_calls: Mapping[bytes, str], task_id: str) -> StepLabel:
+def _tool_label(chunk: Chunk, repeat_of: str | None, task_id: str) -> StepLabel:
+    """`repeat_of`: the earlier chunk that made the same call."""
     call = chunk.action
     writes = _writes(call.tool_name or "", call.tool_input or {})
     result, evidence = _result(chunk)
@@ -256,7 +259,7 @@ def _tool_label(chunk: Chunk, first_calls: Mapping[bytes, str], task_id: str) ->
         type="change" if writes else "lookup",
         effect="write" if writes else "read",
         result=result,
-        duplicate_of=first_calls.get(_call_signature(chunk)) if chunk.action.role == "assistant" else None,
+        duplicate_of=repeat_of,
         is_output=False,
         outcome="none",
         stance="none",
