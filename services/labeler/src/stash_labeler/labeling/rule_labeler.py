@@ -54,6 +54,18 @@ class Phrases:
         return self.pattern.search(text, pos)
 
 
+class Lexicons:
+    """Several lexicons searched in the same text: one plain search for all their spellings rules out at once the
+    many texts that hold none of them."""
+
+    def __init__(self, *lexicons: Phrases) -> None:
+        self.spellings = re.compile("|".join(lexicon.spellings.pattern for lexicon in lexicons))
+
+    def absent(self, text: str) -> bool:
+        """Whether no phrase of any of the lexicons can occur in `text`."""
+        return text.isascii() and self.spellings.search(text.lower()) is None
+
+
 POSITIVE = Phrases(
     "thanks", "thank you", "thx", "great", "perfect", "awesome", "excellent", "that works", "works now",
     "it works", "exactly", "looks good", "lgtm", "nice", "correct", "brilliant", "helpful", "solved", "fixed it",
@@ -75,6 +87,8 @@ HEDGED = Phrases(
     "i think", "might", "may", "maybe", "probably", "possibly", "not sure", "it seems", "seems", "likely",
     "should work", "i believe", "perhaps", "if i understand",
 )  # fmt: skip
+REACTIONS = Lexicons(NEGATIVE, POSITIVE)
+CLAIMS = Lexicons(FAILED, PARTIAL, HEDGED)
 WRITE_VERBS = frozenset(
     "create update delete remove write edit set send post put patch apply cancel refund book submit insert add "
     "move rename upload publish modify replace issue charge reset commit push merge deploy install multiedit "
@@ -152,6 +166,8 @@ class _Reaction:
 
     @classmethod
     def of(cls, text: str) -> _Reaction:
+        if REACTIONS.absent(text):
+            return cls(text, None, None)
         return cls(text, NEGATIVE.search(text), POSITIVE.search(text))
 
     def verdict(self) -> tuple[str, re.Match[str] | None]:
@@ -207,9 +223,11 @@ def _agent_label(chunk: Chunk, ends_turn: bool, task_id: str, repeat_of: str | N
         return _agent_message(chunk, task_id, "message", outcome="none", stance="none", coverage="none")
     if text.rstrip().endswith("?"):
         return _agent_message(chunk, task_id, "question", outcome="none", stance="none", coverage="none")
-    failed = FAILED.search(text)
-    partial = None if failed else PARTIAL.search(text)  # a failure decides the outcome and the evidence
-    hedged = HEDGED.search(text)
+    failed = partial = hedged = None
+    if not CLAIMS.absent(text):
+        failed = FAILED.search(text)
+        partial = None if failed else PARTIAL.search(text)  # a failure decides the outcome and the evidence
+        hedged = HEDGED.search(text)
     outcome = "failed" if failed else "partial" if partial else "done"
     return _agent_message(
         chunk,

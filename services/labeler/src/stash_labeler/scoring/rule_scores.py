@@ -196,20 +196,30 @@ def _chunk_score(label: StepLabel, reaction: StepLabel | None, graded: Mapping[s
 
 def _work_terms(label: StepLabel) -> list[Term]:
     kind = label.type or "message"
-    terms = [Term(kind, WORK_COSTS[kind])] if WORK_COSTS[kind] else []
+    terms = [WORK_TERMS[kind]] if kind in WORK_TERMS else []
     if label.result == "error":
-        terms.append(Term("error", ERROR_COST))
+        terms.append(ERROR_TERM)
     if label.duplicate_of:
         terms.append(Term(f"repeat of {label.duplicate_of}", REPEAT_COST))
     return terms
 
 
 def _answer_terms(answer: StepLabel, reaction: StepLabel | None) -> list[Term]:
-    stance = answer.stance or "none"
     if reaction is None or reaction.verdict is None or reaction.verdict == "none":
-        outcome = answer.outcome or "none"
-        return [Term(f"answer unconfirmed, claims {outcome}", UNCONFIRMED_POINTS[outcome])]
-    return [Term(f"answer {reaction.verdict} ({stance})", ANSWER_POINTS[(reaction.verdict, stance)])]
+        return [UNCONFIRMED_TERMS[answer.outcome or "none"]]
+    return [ANSWER_TERMS[(reaction.verdict, answer.stance or "none")]]
+
+
+# The terms the rules give, built once: terms are immutable, and every chunk of every trace reads one of these.
+WORK_TERMS = {kind: Term(kind, cost) for kind, cost in WORK_COSTS.items() if cost}
+ERROR_TERM = Term("error", ERROR_COST)
+UNCONFIRMED_TERMS = {
+    outcome: Term(f"answer unconfirmed, claims {outcome}", points) for outcome, points in UNCONFIRMED_POINTS.items()
+}
+ANSWER_TERMS = {
+    (verdict, stance): Term(f"answer {verdict} ({stance})", points)
+    for (verdict, stance), points in ANSWER_POINTS.items()
+}
 
 
 def _graded_points(label: StepLabel, rule_points: float, distribution: Mapping[str, float]) -> float | None:
