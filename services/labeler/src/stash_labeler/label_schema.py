@@ -94,7 +94,7 @@ class StepLabel(BaseModel):
         """A label from fields our own rules built, not validated again: what `model_construct` does without its
         per-field default and alias handling.
 
-        Validating each rule label took a sixth of in-process labelling, and `model_construct` is slower than
+        Validating each rule label took an eighth of in-process labelling, and `model_construct` is slower than
         validating; the tests validate every label the rules give on the golden traces instead.
         """
         label = cls.__new__(cls)
