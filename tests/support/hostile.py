@@ -70,6 +70,22 @@ def otlp_protobuf_steps(count: int) -> bytes:
     return otlp_protobuf_span(orjson.dumps(messages).decode())
 
 
+def otlp_protobuf_spans(count: int) -> bytes:
+    """An OTLP protobuf export of one trace of `count` tool spans, each with a 100-character name."""
+    spans = [
+        Span(
+            trace_id=bytes.fromhex(TRACE_ID),
+            span_id=(n + 1).to_bytes(8, "big"),
+            name="tool " + "x" * 95,
+            start_time_unix_nano=n,
+            end_time_unix_nano=n + 1,
+        )
+        for n in range(count)
+    ]
+    request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])])
+    return request.SerializeToString()
+
+
 def otel_spans(count: int) -> bytes:
     """One trace of `count` spans (each a tool span without messages, then one chat span)."""
     spans = [

@@ -26,7 +26,15 @@ from stash_ingest.imports import ImportRequest, parse_payload
 from stash_ingest.limits import DEFAULT_LIMITS
 from stash_ingest.otel.traces import build_trace
 from stash_ingest.otlp import OtlpRequest, accept_spans, read_spans
-from support.hostile import LONG_TRACE, MANY_TRACES, TRACE_ID, WIDE_TRACE, otlp_protobuf_span, otlp_protobuf_steps
+from support.hostile import (
+    LONG_TRACE,
+    MANY_TRACES,
+    TRACE_ID,
+    WIDE_TRACE,
+    otlp_protobuf_span,
+    otlp_protobuf_spans,
+    otlp_protobuf_steps,
+)
 from support.otlp import chat_span, otlp_document, text_message
 
 SMALL = replace(DEFAULT_LIMITS, traces_per_import=50, steps_per_trace=50, spans_per_trace=50)
@@ -152,20 +160,23 @@ def test_a_large_document_is_counted_before_it_is_parsed() -> None:
 
 _PEAK = """
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 sys.path.insert(0, {tests!r})
-from support.hostile import LONG_TRACE
+from support.hostile import LONG_TRACE, otlp_protobuf_spans
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.registry import get_adapter
-raw = LONG_TRACE[{format_name!r}](1_000_000)
+from stash_ingest.limits import DEFAULT_LIMITS
+from stash_ingest.otlp import OtlpRequest, accept_spans, read_spans
+raw = {build}
 Path("/proc/self/clear_refs").write_text("5")  # VmHWM starts again from the current RSS
 def kib(field):
     return next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
                 if line.startswith(field))
 before = kib("VmRSS:")
 try:
-    get_adapter({format_name!r}).parse(raw, __import__("stash_ingest.limits").limits.DEFAULT_LIMITS)
+    {refuse}
 except InvalidArgument as error:
     print(error.field, len(raw) >> 20, (kib("VmHWM:") - before) // 1024, sep="|")
 """
@@ -173,8 +184,14 @@ except InvalidArgument as error:
 
 def _refused_with_peak(format_name: str) -> tuple[str, int, int]:
     """Where a 1,000,000-step trace of this format was refused, its size and the refusing process's peak, in MiB."""
+    build = f"LONG_TRACE[{format_name!r}](1_000_000)"
+    return _peak(build, f"get_adapter({format_name!r}).parse(raw, DEFAULT_LIMITS)")
+
+
+def _peak(build: str, refuse: str) -> tuple[str, int, int]:
+    """Where the payload `build` makes was refused by `refuse`, its size and the refusing process's peak, in MiB."""
     tests = str(Path(__file__).parents[3] / "tests")
-    script = _PEAK.format(tests=tests, format_name=format_name)
+    script = _PEAK.format(tests=tests, build=build, refuse=refuse)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     field, body_mib, peak_mib = result.stdout.strip().split("|")
     return field, int(body_mib), int(peak_mib)
@@ -209,6 +226,18 @@ def test_a_million_message_otlp_span_is_refused_in_memory_bounded_by_its_body() 
     assert peak_mib < 2 * body_mib
 
 
+def test_an_otlp_protobuf_body_far_over_the_span_limit_is_refused_in_memory_bounded_by_the_limit() -> None:
+    limits = "replace(DEFAULT_LIMITS, spans_per_trace=50)"
+    refuse = f"accept_spans(read_spans(OtlpRequest('owner', protobuf=raw, limits={limits})), {limits})"
+
+    refused_at, body_mib, peak_mib = _peak("otlp_protobuf_spans(200_000)", refuse)
+
+    assert refused_at == f"trace {TRACE_ID}: spans"
+    # Its spans are decoded one at a time up to the limit; decoding the request whole took about twice its bytes.
+    assert body_mib >= 20
+    assert peak_mib < body_mib // 4
+
+
 def test_the_registry_parsers_take_the_limits() -> None:
     with pytest.raises(InvalidArgument, match="steps exceed the limit of 50"):
         get_adapter("stash").parse(LONG_TRACE["stash"](51), SMALL)
@@ -230,6 +259,7 @@ _CASES = [
     *(_case(name, "traces", how) for name in sorted(MANY_TRACES) for how in ("named", "auto")),
     *(_case("otlp_json", kind, "receiver") for kind in sorted(_OTLP_JSON_BUILDERS)),
     _case("otlp_protobuf", "steps", "receiver"),
+    _case("otlp_protobuf", "spans", "receiver"),
 ]
 
 
@@ -243,7 +273,7 @@ def _receive(raw: bytes, protobuf: bool) -> None:
 
 def _payload(source: str, kind: str) -> bytes:
     if source == "otlp_protobuf":
-        return otlp_protobuf_steps(BIG)
+        return otlp_protobuf_steps(BIG) if kind == "steps" else otlp_protobuf_spans(BIG)
     if source == "otlp_json":
         return _OTLP_JSON_BUILDERS[kind](BIG)
     return {"steps": LONG_TRACE, "spans": WIDE_TRACE, "traces": MANY_TRACES}[kind][source](BIG)
@@ -278,8 +308,8 @@ def test_an_input_far_over_a_limit_is_refused_naming_it_before_it_is_read_whole(
         assert refusal.field.endswith(f": {kind}"), str(refusal)
         assert f"{kind} exceed the limit of 50 per trace" in str(refusal)
     # Parsing the input whole would build 10-20 times its bytes; reading to the limit, a small part of them.
-    # (The OTLP protobuf body is decoded whole, a C++ message about twice its bytes: bounded by the body limit.)
-    most = 3 * len(raw) if source == "otlp_protobuf" else len(raw) // 2
+    # (An OTLP protobuf span is decoded whole: the one span holding all the messages, as a string, takes its bytes.)
+    most = 3 * len(raw) if (source, kind) == ("otlp_protobuf", "steps") else len(raw) // 2
     assert peak < most, f"{peak >> 20} MiB traced while refusing {len(raw) >> 20} MiB"
 
 

@@ -23,7 +23,7 @@ from stash_ingest.adapters.reading import check_counted, load_json
 from stash_ingest.imports import SOURCE_ID_MAX, ImportRequest, Titler, upsert_traces
 from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_spans_read, check_traces, check_traces_read
 from stash_ingest.otel.documents import COUNTED, SpanDict, SpanKey, check_span, looks_like_otel, spans_of
-from stash_ingest.otel.protobuf import parse_request, proto_spans
+from stash_ingest.otel.protobuf import proto_spans
 from stash_ingest.otel.spans import trace_where
 from stash_ingest.otel.traces import build_trace
 from stash_ingest.store import load_otel_spans, save_otel_spans
@@ -79,14 +79,14 @@ def ingest_otlp(session: Session, request: OtlpRequest, titler: Titler) -> OtlpR
 
 def read_spans(request: OtlpRequest) -> Iterable[tuple[str, SpanDict]]:
     """Each span of the request as an OTLP/JSON span dict with its resource and scope, and where it stands; a large
-    OTLP/JSON body's spans are counted before it is parsed."""
+    OTLP/JSON body's spans are counted before it is parsed, a protobuf body's spans decoded one at a time."""
     if request.json:
         check_counted(request.json, COUNTED, "body", request.limits)
         document = load_json(request.json, "body")
         if not looks_like_otel(document):
             raise InvalidArgument("body", "expected an OTLP/JSON ExportTraceServiceRequest with resourceSpans")
         return spans_of(document, "body")
-    return proto_spans(parse_request(request.protobuf, "body"))
+    return proto_spans(request.protobuf, "body")
 
 
 def accept_spans(

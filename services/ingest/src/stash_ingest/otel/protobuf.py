@@ -5,17 +5,24 @@ AnyValue objects) rather than through `json_format.MessageToDict`: the receiver 
 so both wire formats must end in the same shape, and this direct walk is much faster than
 `json_format` on the request sizes exporters send. Enums stay integers, which `spans` reads as
 OTLP/JSON allows.
+
+The request is never decoded whole: its wire format is walked down the length-delimited fields that hold
+spans (ExportTraceServiceRequest.resource_spans, ResourceSpans.scope_spans, ScopeSpans.spans) and each span
+is decoded from its own slice as the receiver asks for it. The receiver counts spans and traces as it
+accepts them, so a body over a limit is refused after decoding the spans up to the limit, and a span far
+over the step limit after decoding that one span, never the whole request beside its converted form.
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from stash_common.errors import InvalidArgument
@@ -24,24 +31,95 @@ from stash_ingest.otel.documents import SpanDict
 _JSON_NAMES = {"double_value": "doubleValue", "bool_value": "boolValue"}
 
 
-def parse_request(raw: bytes, where: str) -> ExportTraceServiceRequest:
-    """The export request encoded in `raw`; undecodable bytes are an InvalidArgument naming `where`."""
-    try:
-        return ExportTraceServiceRequest.FromString(raw)
-    except DecodeError as error:
-        raise InvalidArgument(where, f"is not a protobuf ExportTraceServiceRequest ({error})") from None
+_CORRUPT = "Wire format was corrupt"  # upb's reason for framing it cannot read
+# Field numbers of opentelemetry-proto's trace.proto and trace_service.proto.
+_RESOURCE_SPANS = 1  # ExportTraceServiceRequest
+_RESOURCE, _SCOPE_SPANS = 1, 2  # ResourceSpans
+_SCOPE, _SPANS = 1, 2  # ScopeSpans
+_VARINT, _FIXED64, _LENGTH_DELIMITED, _FIXED32 = 0, 1, 2, 5
+
+M = TypeVar("M", Span, Resource, InstrumentationScope)
 
 
-def proto_spans(request: ExportTraceServiceRequest) -> Iterator[tuple[str, SpanDict]]:
-    """The spans of a protobuf request as span dicts (hex ids), and where each stands."""
-    for i, resource_spans in enumerate(request.resource_spans):
-        resource = {"attributes": _attributes(resource_spans.resource.attributes)}
-        for j, scope_spans in enumerate(resource_spans.scope_spans):
-            scope = scope_spans.scope
+def proto_spans(raw: bytes, where: str) -> Iterator[tuple[str, SpanDict]]:
+    """The spans of a protobuf export request as span dicts (hex ids), and where each stands, decoded one at a time;
+    bytes that are not a request are an InvalidArgument naming `where`."""
+    request = memoryview(raw)
+    for i, resource_spans in enumerate(_repeated(request, _RESOURCE_SPANS, where)):
+        resource = {"attributes": _attributes(_singular(Resource, resource_spans, _RESOURCE, where).attributes)}
+        for j, scope_spans in enumerate(_repeated(resource_spans, _SCOPE_SPANS, where)):
+            scope = _singular(InstrumentationScope, scope_spans, _SCOPE, where)
             scope_json = {"name": scope.name, "version": scope.version, "attributes": _attributes(scope.attributes)}
-            for k, span in enumerate(scope_spans.spans):
-                where = f"body: resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
-                yield where, {**_span(span), "resource": resource, "scope": scope_json}
+            for k, span in enumerate(_repeated(scope_spans, _SPANS, where)):
+                span_dict = {**_span(_decode(Span, [span], where)), "resource": resource, "scope": scope_json}
+                yield f"{where}: resourceSpans[{i}].scopeSpans[{j}].spans[{k}]", span_dict
+
+
+def _repeated(message: memoryview, number: int, where: str) -> Iterator[memoryview]:
+    """Each item of a repeated embedded-message field, as a slice of the encoded message, as it is reached."""
+    return (message[start:end] for field, start, end in _fields(message, where) if field == number)
+
+
+def _singular(kind: type[M], message: memoryview, number: int, where: str) -> M:
+    """A singular embedded-message field, decoded: it may be written anywhere and more than once (then merged), so
+    the whole message is walked, without decoding its other fields."""
+    return _decode(
+        kind, [message[start:end] for field, start, end in _fields(message, where) if field == number], where
+    )
+
+
+def _decode(kind: type[M], parts: list[memoryview], where: str) -> M:
+    """One message from its encoded occurrences (protobuf merges repeats of a singular field as if concatenated)."""
+    try:
+        # upb reads any buffer (the stubs say bytes): one part is decoded in place, without copying it first.
+        return kind.FromString(cast(bytes, parts[0]) if len(parts) == 1 else b"".join(parts))
+    except DecodeError as error:
+        # upb names the message that failed (a span); the answer names the request, as the whole decode did.
+        raise _not_a_request(where, str(error).rpartition("': ")[2]) from None
+
+
+def _not_a_request(where: str, reason: str = _CORRUPT) -> InvalidArgument:
+    request_type = ExportTraceServiceRequest.DESCRIPTOR.full_name
+    return InvalidArgument(
+        where,
+        f"is not a protobuf ExportTraceServiceRequest (Error parsing message with type '{request_type}': {reason})",
+    )
+
+
+def _fields(message: memoryview, where: str) -> Iterator[tuple[int, int, int]]:
+    """The number, start and end of each length-delimited field of one encoded message, in wire order; the other
+    fields are skipped, and an encoding that does not end where the message does is an InvalidArgument."""
+    position = 0
+    while position < len(message):
+        tag, position = _varint(message, position, where)
+        wire_type = tag & 7
+        if wire_type == _VARINT:
+            _, position = _varint(message, position, where)
+        elif wire_type in (_FIXED64, _FIXED32):
+            position += 8 if wire_type == _FIXED64 else 4
+        elif wire_type == _LENGTH_DELIMITED:
+            size, position = _varint(message, position, where)
+            if position + size > len(message):
+                raise _not_a_request(where)
+            yield tag >> 3, position, position + size
+            position += size
+        else:  # groups: deprecated, never written for these messages
+            raise _not_a_request(where)
+    if position != len(message):
+        raise _not_a_request(where)
+
+
+def _varint(message: memoryview, position: int, where: str) -> tuple[int, int]:
+    """The base-128 varint at `position`, and the position after it."""
+    value, shift = 0, 0
+    while position < len(message) and shift < 64:
+        byte = message[position]
+        value |= (byte & 0x7F) << shift
+        position += 1
+        if byte < 0x80:
+            return value, position
+        shift += 7
+    raise _not_a_request(where)
 
 
 def _span(span: Span) -> SpanDict:
