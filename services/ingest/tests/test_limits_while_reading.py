@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from stash_common.errors import InvalidArgument, ResourceExhausted
 from stash_ingest.adapters.reading import STREAM_FROM
@@ -147,6 +148,25 @@ def test_an_otlp_protobuf_span_is_counted_before_its_messages_are_decoded() -> N
     assert caught.value.field == f"trace {TRACE_ID}: steps", str(caught.value)
 
 
+def test_an_otlp_protobuf_span_is_refused_while_it_is_read() -> None:
+    # Counted on the wire, the text stops at the 51st message, before the span or its poisoned message is decoded.
+    request = OtlpRequest("owner", protobuf=otlp_protobuf_span(_poisoned_messages()), limits=SMALL)
+
+    with pytest.raises(InvalidArgument) as caught:
+        list(read_spans(request))
+
+    assert caught.value.field == f"trace {TRACE_ID}: steps", str(caught.value)
+
+
+def test_an_otlp_protobuf_span_of_no_llm_call_is_read_whatever_its_message_text() -> None:
+    # A tool span's messages are never steps, as when the span is decoded: its text is not counted.
+    export = ExportTraceServiceRequest.FromString(otlp_protobuf_span(_poisoned_messages()))
+    export.resource_spans[0].scope_spans[0].spans[0].attributes[0].value.string_value = "execute_tool"
+    request = OtlpRequest("owner", protobuf=export.SerializeToString(), limits=SMALL)
+
+    assert len(list(read_spans(request))) == 1
+
+
 def test_a_large_document_is_counted_before_it_is_parsed() -> None:
     # Over STREAM_FROM, the steps are counted by streaming: the broken JSON at the end is never reached.
     raw = LONG_TRACE["stash"](STREAM_FROM // 10)
@@ -164,10 +184,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 sys.path.insert(0, {tests!r})
-from support.hostile import LONG_TRACE, otlp_protobuf_spans
+from support.hostile import LONG_TRACE, otlp_protobuf_spans, otlp_protobuf_steps
 from stash_common.errors import InvalidArgument
 from stash_ingest.adapters.registry import get_adapter
 from stash_ingest.limits import DEFAULT_LIMITS
+from stash_ingest.otel.traces import build_trace
 from stash_ingest.otlp import OtlpRequest, accept_spans, read_spans
 raw = {build}
 Path("/proc/self/clear_refs").write_text("5")  # VmHWM starts again from the current RSS
@@ -234,6 +255,19 @@ def test_an_otlp_protobuf_body_far_over_the_span_limit_is_refused_in_memory_boun
 
     assert refused_at == f"trace {TRACE_ID}: spans"
     # Its spans are decoded one at a time up to the limit; decoding the request whole took about twice its bytes.
+    assert body_mib >= 20
+    assert peak_mib < body_mib // 4
+
+
+def test_an_otlp_protobuf_span_far_over_the_step_limit_is_refused_in_memory_bounded_by_the_limit() -> None:
+    spans = "accept_spans(read_spans(OtlpRequest('owner', protobuf=raw)))[0]"
+    refuse = f"build_trace({TRACE_ID!r}, list({spans}.values()), DEFAULT_LIMITS)"
+
+    refused_at, body_mib, peak_mib = _peak("otlp_protobuf_steps(400_000)", refuse)
+
+    assert refused_at == f"trace {TRACE_ID}: steps"
+    # Its message text is counted on the wire up to the limit; decoding the span, then its text as a string,
+    # took 24 MiB above this 24 MiB body (93 MiB above a 46 MiB one).
     assert body_mib >= 20
     assert peak_mib < body_mib // 4
 

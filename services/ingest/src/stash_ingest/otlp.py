@@ -86,7 +86,7 @@ def read_spans(request: OtlpRequest) -> Iterable[tuple[str, SpanDict]]:
         if not looks_like_otel(document):
             raise InvalidArgument("body", "expected an OTLP/JSON ExportTraceServiceRequest with resourceSpans")
         return spans_of(document, "body")
-    return proto_spans(request.protobuf, "body")
+    return proto_spans(request.protobuf, "body", request.limits)
 
 
 def accept_spans(

@@ -255,6 +255,13 @@ def count_long_string_items(data: bytes, value: Any, most: int) -> int:
     return count_items(_Chunks(_unescaped(memoryview(data)[start + 1 : end - 1])), "item", most)
 
 
+def count_buffer_items(text: memoryview, most: int) -> int:
+    """How many items the JSON array written as UTF-8 text in `text` holds, up to `most + 1`, streamed from the
+    buffer piece by piece rather than copied whole."""
+    pieces = (bytes(text[start : start + LONG_STRING]) for start in range(0, len(text), LONG_STRING))
+    return count_items(_Chunks(pieces), "item", most)
+
+
 def _unescaped(text: memoryview) -> Iterator[bytes]:
     position = 0
     while position < len(text):

@@ -9,8 +9,10 @@ OTLP/JSON allows.
 The request is never decoded whole: its wire format is walked down the length-delimited fields that hold
 spans (ExportTraceServiceRequest.resource_spans, ResourceSpans.scope_spans, ScopeSpans.spans) and each span
 is decoded from its own slice as the receiver asks for it. The receiver counts spans and traces as it
-accepts them, so a body over a limit is refused after decoding the spans up to the limit, and a span far
-over the step limit after decoding that one span, never the whole request beside its converted form.
+accepts them, so a body over a limit is refused after decoding the spans up to the limit, never the whole
+request beside its converted form. A span's large GenAI message texts are counted on the wire before the span is
+decoded, as a large OTLP/JSON body's are (`documents.count_spans`), so a span far over the step limit is refused
+without building its text.
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from stash_common.errors import InvalidArgument
+from stash_ingest.adapters.reading import STREAM_FROM, count_buffer_items
+from stash_ingest.limits import DEFAULT_LIMITS, TraceLimits, check_steps_read
+from stash_ingest.otel.calls import NOT_LLM_TESTS
+from stash_ingest.otel.conventions.genai import MESSAGE_ATTRIBUTES
 from stash_ingest.otel.documents import SpanDict
+from stash_ingest.otel.spans import trace_where
+from stash_ingest.otel.values import attributes
 
 _JSON_NAMES = {"double_value": "doubleValue", "bool_value": "boolValue"}
 
@@ -36,14 +44,19 @@ _CORRUPT = "Wire format was corrupt"  # upb's reason for framing it cannot read
 _RESOURCE_SPANS = 1  # ExportTraceServiceRequest
 _RESOURCE, _SCOPE_SPANS = 1, 2  # ResourceSpans
 _SCOPE, _SPANS = 1, 2  # ScopeSpans
+_TRACE_ID, _SPAN_ID, _ATTRIBUTES = 1, 2, 9  # Span
+_KEY, _VALUE = 1, 2  # KeyValue
+_STRING_VALUE = 1  # AnyValue
+_MESSAGE_KEYS = tuple(key.encode() for key in MESSAGE_ATTRIBUTES)
 _VARINT, _FIXED64, _LENGTH_DELIMITED, _FIXED32 = 0, 1, 2, 5
 
-M = TypeVar("M", Span, Resource, InstrumentationScope)
+M = TypeVar("M", Span, Resource, InstrumentationScope, KeyValue)
 
 
-def proto_spans(raw: bytes, where: str) -> Iterator[tuple[str, SpanDict]]:
-    """The spans of a protobuf export request as span dicts (hex ids), and where each stands, decoded one at a time;
-    bytes that are not a request are an InvalidArgument naming `where`."""
+def proto_spans(raw: bytes, where: str, limits: TraceLimits = DEFAULT_LIMITS) -> Iterator[tuple[str, SpanDict]]:
+    """The spans of a protobuf export request as span dicts (hex ids), and where each stands, decoded one at a time
+    once their large message texts are within the step limit; bytes that are not a request are an InvalidArgument
+    naming `where`."""
     request = memoryview(raw)
     for i, resource_spans in enumerate(_repeated(request, _RESOURCE_SPANS, where)):
         resource = {"attributes": _attributes(_singular(Resource, resource_spans, _RESOURCE, where).attributes)}
@@ -51,8 +64,33 @@ def proto_spans(raw: bytes, where: str) -> Iterator[tuple[str, SpanDict]]:
             scope = _singular(InstrumentationScope, scope_spans, _SCOPE, where)
             scope_json = {"name": scope.name, "version": scope.version, "attributes": _attributes(scope.attributes)}
             for k, span in enumerate(_repeated(scope_spans, _SPANS, where)):
+                if len(span) >= STREAM_FROM:  # a smaller span cannot hold a large text
+                    _check_long_messages(span, where, limits)
                 span_dict = {**_span(_decode(Span, [span], where)), "resource": resource, "scope": scope_json}
                 yield f"{where}: resourceSpans[{i}].scopeSpans[{j}].spans[{k}]", span_dict
+
+
+def _check_long_messages(span: memoryview, where: str, limits: TraceLimits) -> None:
+    """The messages of the span's GenAI message texts of STREAM_FROM bytes or more, counted on the wire up to the
+    step limit of its trace; a span with unusable ids is left to the receiver to reject, and a span another
+    convention marks as no LLM call is not counted, as when it is decoded."""
+    trace_id, span_id = (bytes(_last(span, number, where)).hex() for number in (_TRACE_ID, _SPAN_ID))
+    items = {bytes(_last(item, _KEY, where)): item for item in _repeated(span, _ATTRIBUTES, where)}
+    texts = [_last(_last(items[key], _VALUE, where), _STRING_VALUE, where) for key in _MESSAGE_KEYS if key in items]
+    long_texts = [text for text in texts if len(text) >= STREAM_FROM]
+    if not long_texts or not trace_id.strip("0") or not span_id.strip("0"):
+        return
+    others = [_decode(KeyValue, [item], where) for key, item in items.items() if key not in _MESSAGE_KEYS]
+    if any(marks_other(attributes(_attributes(others))) for marks_other in NOT_LLM_TESTS):
+        return
+    count = sum(count_buffer_items(text, limits.steps_per_trace) for text in long_texts)
+    check_steps_read(count, trace_where(trace_id), limits)
+
+
+def _last(message: memoryview, number: int, where: str) -> memoryview:
+    """A length-delimited field's last occurrence (the one a decode keeps), or nothing."""
+    occurrences = list(_repeated(message, number, where))
+    return occurrences[-1] if occurrences else memoryview(b"")
 
 
 def _repeated(message: memoryview, number: int, where: str) -> Iterator[memoryview]:
