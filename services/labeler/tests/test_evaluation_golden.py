@@ -111,7 +111,12 @@ def as_line(trace: LabelerTrace, evaluation: Evaluation) -> str:
     """The trace's name and the digest of what the API answers and the store keeps of its evaluation, as JSON in
     the order it is built."""
     labels = {
-        chunk_id: [kept.label.label.as_metadata(), kept.label.source.value, kept.label.model, kept.label.fingerprint]
+        chunk_id: [
+            evaluation.label_metadata[chunk_id],
+            kept.label.source.value,
+            kept.label.model,
+            kept.label.fingerprint,
+        ]
         + [kept.distribution]
         for chunk_id, kept in evaluation.labels.items()
     }

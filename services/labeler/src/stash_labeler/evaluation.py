@@ -37,10 +37,15 @@ class KeptLabel:
 
 @dataclass
 class Evaluation:
-    """One revision's result: the API body, the labels to keep, and the headline numbers."""
+    """One revision's result: the API body, the labels to keep, and the headline numbers.
+
+    `label_metadata` holds each labelled chunk's label as metadata, dumped once for both the body's steps and
+    the kept rows.
+    """
 
     body: dict[str, Any]
     labels: dict[str, KeptLabel]
+    label_metadata: dict[str, dict[str, object]]
     trace_score: float | None
     outcome: str
     labeler: LabelSource
@@ -68,8 +73,9 @@ def evaluate(
         labels = _grade(trace, chunks, labels, ordered, grader)
     graded = {chunk_id: kept.distribution for chunk_id, kept in labels.items() if kept.distribution}
     scores = score(ordered, graded)
-    body = {"steps": _steps(chunks, labels, scores), "tasks": _tasks(chunks, scores)}
-    return Evaluation(body, labels, scores.trace_score, scores.outcome.value, source, labeled_now)
+    label_metadata = {chunk_id: kept.label.label.as_metadata() for chunk_id, kept in labels.items()}
+    body = {"steps": _steps(chunks, labels, label_metadata, scores), "tasks": _tasks(chunks, scores)}
+    return Evaluation(body, labels, label_metadata, scores.trace_score, scores.outcome.value, source, labeled_now)
 
 
 def imported_labels(chunks: Sequence[Chunk]) -> dict[str, ChunkLabel]:
@@ -133,11 +139,16 @@ def _grade(
     }
 
 
-def _steps(chunks: Sequence[Chunk], labels: Mapping[str, KeptLabel], scores: Scores) -> list[dict[str, Any]]:
+def _steps(
+    chunks: Sequence[Chunk],
+    labels: Mapping[str, KeptLabel],
+    label_metadata: Mapping[str, dict[str, object]],
+    scores: Scores,
+) -> list[dict[str, Any]]:
     steps = []
     for chunk in chunks:
         kept = labels.get(chunk.chunk_id)
-        labelled = _label_fields(kept.label) if kept is not None else {}
+        labelled = _label_fields(kept.label, label_metadata[chunk.chunk_id]) if kept is not None else {}
         chunk_score = scores.chunks.get(chunk.chunk_id)
         reward = _reward(chunk_score) if chunk_score is not None else {}
         action = chunk.action  # the first step, which carries the reward
@@ -149,9 +160,9 @@ def _steps(chunks: Sequence[Chunk], labels: Mapping[str, KeptLabel], scores: Sco
     return steps
 
 
-def _label_fields(label: ChunkLabel) -> dict[str, Any]:
+def _label_fields(label: ChunkLabel, metadata: dict[str, object]) -> dict[str, Any]:
     """The label part of each step of a chunk (the steps of a chunk share one label)."""
-    return {"label": label.label.as_metadata(), "label_source": label.source.value, "label_model": label.model}
+    return {"label": metadata, "label_source": label.source.value, "label_model": label.model}
 
 
 def _reward(chunk: ChunkScore) -> dict[str, Any]:

@@ -423,7 +423,7 @@ def _keep_labels(session: Session, evaluated: Sequence[Evaluated], now: datetime
             "chunk_id": chunk_id,
             "owner_id": item.trace.owner_id,
             "fingerprint": kept.label.fingerprint,
-            "label": kept.label.label.as_metadata(),  # unset fields left out: they read back as None
+            "label": item.evaluation.label_metadata[chunk_id],  # unset fields left out: they read back as None
             "source": kept.label.source.value,
             "model": kept.label.model,
             "distribution": kept.distribution,
