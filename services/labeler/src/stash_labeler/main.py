@@ -7,6 +7,7 @@ library is imported only when one of them needs it, so a rule-only labeler never
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Sequence
 
 import grpc
@@ -120,6 +121,10 @@ def main() -> None:
 
     def prepare() -> None:
         upgrade("labeler", MIGRATIONS_DIR, settings.database_url)
+        # Start-up's objects (modules, settings, the engine) leave the collector's reach: every full collection
+        # walked them again, which cost a worker-like run of 100k steps 1.5 s of 4 s (0.3 s once frozen).
+        gc.collect()
+        gc.freeze()
         worker.start()
 
     serve(settings, settings.port, register, engine, on_stop=worker.stop, prepare=prepare)
