@@ -17,6 +17,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    Result,
     String,
     Table,
     Text,
@@ -275,39 +276,6 @@ def delete_steps(session: Session, trace_ids: Sequence[str]) -> None:
         session.execute(delete(StepRow).where(StepRow.trace_id.in_(trace_ids)))
 
 
-# Steps are read as plain rows, not ORM objects: they are never changed in place, and building
-# 10,000 mapped instances costs most of a large trace's read time.
-_STEP_COLUMNS = (
-    StepRow.id,
-    StepRow.trace_id,
-    StepRow.position,
-    StepRow.role,
-    StepRow.content,
-    StepRow.tool_name,
-    StepRow.tool_input,
-    StepRow.tool_call_id,
-    StepRow.step_metadata,
-)
-
-
-def load_steps_by_trace(session: Session, trace_ids: Sequence[str]) -> dict[str, list[Step]]:
-    """The steps of several traces, in order, by trace id."""
-    stored = load_stored_steps_by_trace(session, trace_ids)
-    return {trace_id: [item.step for item in steps] for trace_id, steps in stored.items()}
-
-
-def load_stored_steps_by_trace(session: Session, trace_ids: Sequence[str]) -> dict[str, list[StoredStep]]:
-    """The stored steps (with their ids and indices) of several traces, in order, by trace id: one query."""
-    steps: dict[str, list[StoredStep]] = {trace_id: [] for trace_id in trace_ids}
-    if trace_ids:
-        query = (
-            select(*_STEP_COLUMNS).where(StepRow.trace_id.in_(trace_ids)).order_by(StepRow.trace_id, StepRow.position)
-        )
-        for row in session.execute(query):
-            steps[row.trace_id].append(StoredStep(id=row.id, index=row.position, step=_step(row)))
-    return steps
-
-
 # A step as the labeler reads it, in this order: id, index, role, content, tool name, tool input, tool call id,
 # metadata (None for none).
 STEP_ROW_COLUMNS = (
@@ -320,6 +288,24 @@ STEP_ROW_COLUMNS = (
     StepRow.tool_call_id,
     StepRow.step_metadata,
 )
+# Steps are read as plain rows, not ORM objects: they are never changed in place, and building
+# 10,000 mapped instances costs most of a large trace's read time.
+_STEP_COLUMNS = (StepRow.trace_id, *STEP_ROW_COLUMNS)
+
+
+def load_steps_by_trace(session: Session, trace_ids: Sequence[str]) -> dict[str, list[Step]]:
+    """The steps of several traces, in order, by trace id."""
+    stored = load_stored_steps_by_trace(session, trace_ids)
+    return {trace_id: [item.step for item in steps] for trace_id, steps in stored.items()}
+
+
+def load_stored_steps_by_trace(session: Session, trace_ids: Sequence[str]) -> dict[str, list[StoredStep]]:
+    """The stored steps (with their ids and indices) of several traces, in order, by trace id: one query."""
+    steps: dict[str, list[StoredStep]] = {trace_id: [] for trace_id in trace_ids}
+    if trace_ids:
+        for row in _step_rows(session, trace_ids):
+            steps[row.trace_id].append(StoredStep(id=row.id, index=row.position, step=_step(row)))
+    return steps
 
 
 def step_rows_by_trace(session: Session, trace_ids: Sequence[str]) -> dict[str, list[tuple[Any, ...]]]:
@@ -329,14 +315,15 @@ def step_rows_by_trace(session: Session, trace_ids: Sequence[str]) -> dict[str, 
     step were a quarter of ingest's time answering it."""
     steps: dict[str, list[tuple[Any, ...]]] = {trace_id: [] for trace_id in trace_ids}
     if trace_ids:
-        query = (
-            select(StepRow.trace_id, *STEP_ROW_COLUMNS)
-            .where(StepRow.trace_id.in_(trace_ids))
-            .order_by(StepRow.trace_id, StepRow.position)
-        )
-        for trace_id, *step in session.execute(query):
-            steps[trace_id].append(tuple(step))
+        for row in _step_rows(session, trace_ids):
+            steps[row.trace_id].append(tuple(row[1:]))
     return steps
+
+
+def _step_rows(session: Session, trace_ids: Sequence[str]) -> Result[Any]:
+    """The `_STEP_COLUMNS` of every step of several traces, ordered by trace and position."""
+    query = select(*_STEP_COLUMNS).where(StepRow.trace_id.in_(trace_ids)).order_by(StepRow.trace_id, StepRow.position)
+    return session.execute(query)
 
 
 def owned_trace_rows(session: Session, owner_id: str, trace_ids: Sequence[str]) -> dict[str, TraceRow]:
