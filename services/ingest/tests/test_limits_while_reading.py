@@ -247,27 +247,36 @@ def test_a_million_message_otlp_span_is_refused_in_memory_bounded_by_its_body() 
     assert peak_mib < 2 * body_mib
 
 
-def test_an_otlp_protobuf_body_far_over_the_span_limit_is_refused_in_memory_bounded_by_the_limit() -> None:
-    limits = "replace(DEFAULT_LIMITS, spans_per_trace=50)"
-    refuse = f"accept_spans(read_spans(OtlpRequest('owner', protobuf=raw, limits={limits})), {limits})"
-
-    refused_at, body_mib, peak_mib = _peak("otlp_protobuf_spans(200_000)", refuse)
-
-    assert refused_at == f"trace {TRACE_ID}: spans"
-    # Its spans are decoded one at a time up to the limit; decoding the request whole took about twice its bytes.
-    assert body_mib >= 20
-    assert peak_mib < body_mib // 4
+_SPAN_LIMIT = "replace(DEFAULT_LIMITS, spans_per_trace=50)"
+_READ_SPANS = "accept_spans(read_spans(OtlpRequest('owner', protobuf=raw{limits}))"
 
 
-def test_an_otlp_protobuf_span_far_over_the_step_limit_is_refused_in_memory_bounded_by_the_limit() -> None:
-    spans = "accept_spans(read_spans(OtlpRequest('owner', protobuf=raw)))[0]"
-    refuse = f"build_trace({TRACE_ID!r}, list({spans}.values()), DEFAULT_LIMITS)"
+# Over the span limit, its spans are decoded one at a time up to the limit (decoding the request whole took about
+# twice its bytes). Over the step limit, a span's message text is counted on the wire up to the limit (decoding the
+# span, then its text as a string, took 24 MiB above this 24 MiB body, 93 MiB above a 46 MiB one).
+@pytest.mark.parametrize(
+    ("body", "refuse", "what"),
+    [
+        pytest.param(
+            "otlp_protobuf_spans(200_000)",
+            _READ_SPANS.format(limits=f", limits={_SPAN_LIMIT}") + f", {_SPAN_LIMIT})",
+            "spans",
+            id="spans",
+        ),
+        pytest.param(
+            "otlp_protobuf_steps(400_000)",
+            f"build_trace({TRACE_ID!r}, list({_READ_SPANS.format(limits='')})[0].values()), DEFAULT_LIMITS)",
+            "steps",
+            id="steps",
+        ),
+    ],
+)
+def test_an_otlp_protobuf_body_far_over_a_limit_is_refused_in_memory_bounded_by_the_limit(
+    body: str, refuse: str, what: str
+) -> None:
+    refused_at, body_mib, peak_mib = _peak(body, refuse)
 
-    refused_at, body_mib, peak_mib = _peak("otlp_protobuf_steps(400_000)", refuse)
-
-    assert refused_at == f"trace {TRACE_ID}: steps"
-    # Its message text is counted on the wire up to the limit; decoding the span, then its text as a string,
-    # took 24 MiB above this 24 MiB body (93 MiB above a 46 MiB one).
+    assert refused_at == f"trace {TRACE_ID}: {what}"
     assert body_mib >= 20
     assert peak_mib < body_mib // 4
 
