@@ -350,3 +350,19 @@ def test_grpc_export_without_a_key_is_unauthenticated(stack: RunningStack) -> No
 
     channel.close()
     assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_grpc_export_of_bytes_that_are_not_otlp_is_invalid_argument(
+    stack: RunningStack, key: str, api: httpx.Client
+) -> None:
+    # The gateway hands the request's bytes to ingest undecoded; ingest's reader names what is wrong.
+    before = api.get("/traces").json()["total"]
+    with grpc.insecure_channel(f"127.0.0.1:{stack.env['STASH_GATEWAY_OTLP_GRPC_PORT']}") as channel:
+        export: grpc.UnaryUnaryMultiCallable[bytes, bytes]
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        with pytest.raises(grpc.RpcError) as caught:
+            export(b"\x0a\xff\xff\xff\xff\x0f", metadata=(("authorization", f"Bearer {key}"),), timeout=30)
+
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "is not a protobuf ExportTraceServiceRequest" in (caught.value.details() or "")
+    assert api.get("/traces").json()["total"] == before

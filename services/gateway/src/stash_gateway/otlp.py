@@ -20,7 +20,7 @@ from google.protobuf import any_pb2, json_format
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import State
@@ -140,8 +140,13 @@ def _encode(message: Message, media: str, status_code: int) -> Response:
     return Response(json_format.MessageToJson(message, indent=None), status_code=status_code, media_type=JSON)
 
 
-class OtlpTraceService(trace_service_pb2_grpc.TraceServiceServicer):
-    """The standard OTLP/gRPC TraceService; the bearer key comes in the `authorization` metadata."""
+class OtlpTraceService:
+    """The standard OTLP/gRPC TraceService; the bearer key comes in the `authorization` metadata.
+
+    Its one method takes the request's bytes as they came (`register_trace_service` registers it without a
+    deserializer): ingest walks them span by span within its limits, so the gateway never holds the decoded
+    request, and a body that is not OTLP gets ingest's INVALID_ARGUMENT naming what is wrong.
+    """
 
     def __init__(
         self, sessions: sessionmaker[Session], peers: Peers, settings: GatewaySettings, limits: RateLimits
@@ -152,9 +157,7 @@ class OtlpTraceService(trace_service_pb2_grpc.TraceServiceServicer):
         self.timeout_s = settings.otlp_timeout_s
         self.limits = limits
 
-    def Export(
-        self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.ServicerContext
-    ) -> trace_service_pb2.ExportTraceServiceResponse:
+    def Export(self, request: bytes, context: grpc.ServicerContext) -> trace_service_pb2.ExportTraceServiceResponse:
         """Store the spans and rebuild every trace they touch, like the HTTP receiver."""
         metadata = _text_metadata(context)
         principal = authorize(self.sessions, bearer_secret(metadata.get("authorization")), write=True)
@@ -165,7 +168,7 @@ class OtlpTraceService(trace_service_pb2_grpc.TraceServiceServicer):
         message = ingest_pb2.IngestOtlpSpansRequest(
             owner_id=principal.user_id,
             source_id=metadata.get(SOURCE_HEADER),
-            export_trace_service_request=request.SerializeToString(),
+            export_trace_service_request=request,
         )
         try:
             result = self.peers.ingest.IngestOtlpSpans(message, timeout=self.timeout_s)
@@ -193,7 +196,14 @@ def register_trace_service(app_state: State) -> Registrar:
 
     def register(server: grpc.Server) -> list[str]:
         service = OtlpTraceService(app_state.sessions, app_state.peers, app_state.settings, app_state.rate_limits)
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(service, server)
-        return [trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name]
+        name = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
+        export: grpc.RpcMethodHandler[bytes, trace_service_pb2.ExportTraceServiceResponse]
+        export = grpc.unary_unary_rpc_method_handler(
+            service.Export,
+            request_deserializer=None,  # the bytes as sent
+            response_serializer=trace_service_pb2.ExportTraceServiceResponse.SerializeToString,
+        )
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(name, {"Export": export})])
+        return [name]
 
     return register
