@@ -38,6 +38,7 @@ from typing import Any
 
 import httpx
 import orjson
+from google.rpc import status_pb2
 from rich.console import Console
 from rich.table import Table
 
@@ -240,6 +241,8 @@ def _timed(send: Send, client: httpx.Client) -> tuple[httpx.Response, float]:
 def _reason(response: httpx.Response) -> str:
     if response.status_code < 400:
         return ""
+    if response.headers.get("content-type", "").startswith("application/x-protobuf"):  # OTLP's google.rpc.Status
+        return status_pb2.Status.FromString(response.content).message[:70]
     try:
         body: Any = response.json()
         detail = body.get("detail") or body.get("message", "")

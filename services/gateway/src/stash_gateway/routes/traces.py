@@ -7,6 +7,7 @@ from datetime import date, datetime, timedelta
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from google.protobuf import timestamp_pb2
 from pydantic import Field, ValidationError
@@ -105,7 +106,10 @@ async def import_traces(
 ) -> dict[str, Any]:
     """Import every trace of the payload, or none: one bad trace fails the request with 422 naming it."""
     try:
-        parsed = ImportBody.model_validate_json(body)
+        # orjson unescapes the payload string in half pydantic's time (0.08 s against 0.16 for 44 MB).
+        parsed = ImportBody.model_validate(orjson.loads(body))
+    except orjson.JSONDecodeError as error:
+        raise InvalidArgument("body", f"is not valid JSON ({error})") from None
     except ValidationError as error:
         first = error.errors()[0]
         raise InvalidArgument(".".join(str(part) for part in first["loc"]) or "body", first["msg"]) from None
