@@ -58,7 +58,9 @@ def otlp_document(*spans: dict[str, Any], service: str = "agent") -> dict[str, A
     }
 
 
-def chat_span(span_id: str, start: int, inputs: list[Any], outputs: list[Any], **extra: Any) -> dict[str, Any]:
+def chat_span(
+    span_id: str, start: int, inputs: list[Any] | orjson.Fragment, outputs: list[Any], **extra: Any
+) -> dict[str, Any]:
     """A GenAI `chat` span whose input and output messages are JSON text, the child of span a000000000000001."""
     attributes = {
         "gen_ai.operation.name": "chat",
