@@ -505,6 +505,10 @@ def report(
         table.add_row(f"  {answer}", "", str(count), "0" if answer.endswith(" 500") else "")
     table.add_row("requests that hung", "", str(tally.hung), "0")
     table.add_row("log records above info", "", str(sum(logged.values())), "")
+    # Only the commonest kinds are listed below, so the errors (and tracebacks) among all of them are counted here.
+    serious = ("error", "critical", "unstructured")
+    errors = sum(count for complaint, count in logged.items() if complaint.split(" ")[1] in serious)
+    table.add_row("  errors and lines that are no record, among them", "", str(errors), "")
     for complaint, count in logged.most_common(12):
         table.add_row(f"  {complaint}", "", str(count), "")
     Console(width=200).print(table)
