@@ -117,5 +117,8 @@ def test_a_stopped_redis_slows_nothing_down_and_is_logged_once(
     assert imported.status_code == 200, imported.text
     assert labelled == "succeeded"  # found by the labeler's polling, without a wake-up
     assert ready.status_code == 200 and ready.json()["stores"]["redis"] == "UNREACHABLE"
-    lost = [line for line in complaints(stack.data_dir) if "wake-ups unavailable" in line]
+    logged = complaints(stack.data_dir)
+    lost = [line for line in logged if "wake-ups unavailable" in line]
     assert lost and len(lost) == len(set(lost))  # once per loop (the trainer has two), not once a second
+    unreachable = [line.split(":")[0] for line in logged if "Redis is unreachable" in line]
+    assert unreachable and len(unreachable) == len(set(unreachable))  # once per service, naming where

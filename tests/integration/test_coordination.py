@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 from stash_common.coordination import MAX_PENDING_MESSAGES, InProcessWakeups, Subscription, Wakeups, make_wakeups
 from stash_common.errors import Unavailable
 from stash_common.redis_wakeups import SOCKET_TIMEOUT_S, RedisWakeups
+from support.stores import private_redis
 
 # Generous bounds: they only show that a waiter woke up, never how fast.
 PROMPT_S = 5.0
@@ -126,6 +127,32 @@ def test_redis_wakeups_raise_unavailable_when_server_unreachable() -> None:
 
     assert raised.value.message == "Redis is unavailable; retry shortly"  # no host or port for a caller
     assert [entry["address"] for entry in logs if entry["log_level"] == "warning"] == [url.split("/")[2]]
+
+
+def test_redis_out_of_reach_is_warned_once_per_outage_and_its_return_logged() -> None:
+    with private_redis() as server:
+        wakeups = RedisWakeups(server.url)
+        subscription = wakeups.subscribe("models")
+        with capture_logs() as logs:
+            for _ in range(2):
+                server.stop()
+                for _ in range(3):  # what every queue loop does each second while Redis is away
+                    with pytest.raises(Unavailable):
+                        subscription.wait(timeout_s=0)
+                with pytest.raises(Unavailable):
+                    wakeups.notify("models", "model-7 queued")
+                server.start()
+                assert subscription.wait(timeout_s=0) == []
+                wakeups.notify("models", "model-7 queued")
+        wakeups.close()
+
+    address = f"127.0.0.1:{server.port}"
+    events = [(entry["log_level"], entry["event"], entry["address"]) for entry in logs]
+    outage = [
+        ("warning", "Redis is unreachable; check STASH_*_REDIS_URL", address),
+        ("info", "Redis is reachable again", address),
+    ]
+    assert events == outage * 2
 
 
 def test_a_redis_wait_longer_than_the_socket_timeout_returns_quietly(redis_url: str) -> None:

@@ -30,22 +30,37 @@ def _connect(redis_url: str) -> redis.Redis:
     )
 
 
-@contextmanager
-def _redis_errors(client: redis.Redis) -> Iterator[None]:
-    """Redis out of reach becomes the retryable `Unavailable` callers see; where it was goes to the log only."""
-    try:
-        yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+class _RedisLink:
+    """One connection pool to Redis, and whether the last call through it found Redis out of reach: the warning
+    that names where comes once per outage, not once per call (every queue loop polls each second meanwhile)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self._unreachable = False
+
+    @contextmanager
+    def calls(self) -> Iterator[None]:
+        """Redis out of reach becomes the retryable `Unavailable` callers see; where it was goes to the log only."""
+        try:
+            yield
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if not self._unreachable:
+                log.warning("Redis is unreachable; check STASH_*_REDIS_URL", address=self._address(), error=str(exc))
+            self._unreachable = True
+            raise unavailable(REDIS) from exc
+        if self._unreachable:
+            log.info("Redis is reachable again", address=self._address())
+        self._unreachable = False
+
+    def _address(self) -> str:
         # Named by host and port only: the URL may carry a password.
-        kwargs = client.connection_pool.connection_kwargs
-        where = f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
-        log.warning("Redis is unreachable; check STASH_*_REDIS_URL", address=where, error=str(exc))
-        raise unavailable(REDIS) from exc
+        kwargs = self.client.connection_pool.connection_kwargs
+        return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
 
 
 class _RedisSubscription:
-    def __init__(self, client: redis.Redis, stream: str, last_id: str) -> None:
-        self._client = client
+    def __init__(self, link: _RedisLink, stream: str, last_id: str) -> None:
+        self._link = link
         self._stream = stream
         self._last_id = last_id
         self._closed = False
@@ -58,8 +73,8 @@ class _RedisSubscription:
         block_ms = int(min(timeout_s, LONGEST_BLOCK_S) * 1000) if timeout_s > 0 else None
         if block_ms == 0:
             block_ms = 1
-        with _redis_errors(self._client):
-            response: Any = self._client.xread(
+        with self._link.calls():
+            response: Any = self._link.client.xread(
                 {self._stream: self._last_id}, count=MAX_PENDING_MESSAGES, block=block_ms
             )
         if not response:
@@ -77,25 +92,26 @@ class RedisWakeups:
     """Wake-ups across processes: one Redis stream per topic, trimmed to about 10 000 entries."""
 
     def __init__(self, redis_url: str) -> None:
-        self._client = _connect(redis_url)
+        self._link = _RedisLink(_connect(redis_url))
 
     def notify(self, topic: str, message: str) -> None:
         """XADD the message to the topic's stream."""
-        with _redis_errors(self._client):
-            self._client.xadd(WAKE_KEY_PREFIX + topic, {"m": message}, maxlen=MAX_PENDING_MESSAGES, approximate=True)
+        with self._link.calls():
+            stream = WAKE_KEY_PREFIX + topic
+            self._link.client.xadd(stream, {"m": message}, maxlen=MAX_PENDING_MESSAGES, approximate=True)
 
     def subscribe(self, topic: str) -> Subscription:
         """A subscription that reads every entry added to the topic's stream from now on."""
         stream = WAKE_KEY_PREFIX + topic
-        return _RedisSubscription(self._client, stream, self._current_last_id(stream))
+        return _RedisSubscription(self._link, stream, self._current_last_id(stream))
 
     def close(self) -> None:
         """Close the connection pool; subscriptions made from it stop working."""
-        self._client.close()
+        self._link.client.close()
 
     def _current_last_id(self, stream: str) -> str:
         # '$' would be resolved anew by every XREAD, losing entries added between two waits;
         # pinning the concrete newest id now keeps everything published after subscribe.
-        with _redis_errors(self._client):
-            newest: Any = self._client.xrevrange(stream, count=1)
+        with self._link.calls():
+            newest: Any = self._link.client.xrevrange(stream, count=1)
         return newest[0][0] if newest else "0-0"
