@@ -96,8 +96,8 @@ class RedisWakeups:
 
     def notify(self, topic: str, message: str) -> None:
         """XADD the message to the topic's stream."""
+        stream = WAKE_KEY_PREFIX + topic
         with self._link.calls():
-            stream = WAKE_KEY_PREFIX + topic
             self._link.client.xadd(stream, {"m": message}, maxlen=MAX_PENDING_MESSAGES, approximate=True)
 
     def subscribe(self, topic: str) -> Subscription:
