@@ -11,7 +11,7 @@ from stash.rm.v1 import ingest_pb2, ingest_pb2_grpc, labeler_pb2_grpc
 from stash_common.channels import peer_channel
 from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.logs import configure_logging
-from stash_common.server import serve
+from stash_common.server import freeze_start_up, serve
 from stash_common.settings import load
 from stash_ingest.api import IngestServicer
 from stash_ingest.clients import LabelerClient
@@ -50,5 +50,6 @@ def main() -> None:
 
     def prepare() -> None:
         upgrade("ingest", MIGRATIONS_DIR, settings.database_url)
+        freeze_start_up()  # parsing a 100k-step import took 0.71 s, 0.55 s with start-up's objects frozen
 
     serve(settings, settings.port, register, engine, prepare=prepare)
