@@ -20,10 +20,6 @@ from support.otlp import chat_span, otlp_document, text_message
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 
 
-def _lines(values: Any) -> bytes:
-    return b"\n".join(orjson.dumps(value) for value in values)
-
-
 # An even and an odd number no shape writes otherwise, standing for the item's number in its one dump per parity.
 _MARKS = (8_642_097_530, 8_642_097_531)
 
@@ -40,6 +36,11 @@ def _numbered_array(shape: Callable[[int], Any], count: int) -> orjson.Fragment:
     """The JSON array of `shape(n)` for each n below `count`, written by `_numbered`, for orjson to put in a document
     as it is."""
     return orjson.Fragment("[" + ",".join(_numbered(shape, count)) + "]")
+
+
+def _numbered_lines(shape: Callable[[int], Any], count: int, *first: Any) -> bytes:
+    """JSON lines: the `first` values, then `shape(n)` for each n below `count`, written by `_numbered`."""
+    return "\n".join([*(orjson.dumps(value).decode() for value in first), *_numbered(shape, count)]).encode()
 
 
 def _role(number: int) -> str:
@@ -129,7 +130,7 @@ def langfuse_steps(count: int) -> bytes:
 
 def langfuse_observations(count: int) -> bytes:
     """One Langfuse trace of `count` generations (spans), one message each."""
-    observations = [_generation(f"g{n}", [{"role": "user", "content": f"m{n}"}]) for n in range(count)]
+    observations = _numbered_array(lambda n: _generation(f"g{n}", [{"role": "user", "content": f"m{n}"}]), count)
     return orjson.dumps(_langfuse_trace("long", observations))
 
 
@@ -141,18 +142,18 @@ def langsmith_steps(count: int) -> bytes:
 
 def langsmith_runs(count: int) -> bytes:
     """One LangSmith trace of `count` llm runs (spans), one message each."""
-    return _lines(_langsmith_run(f"r{n}", "t1", [{"role": "user", "content": f"m{n}"}]) for n in range(count))
+    return _numbered_lines(lambda n: _langsmith_run(f"r{n}", "t1", [{"role": "user", "content": f"m{n}"}]), count)
 
 
 def claude_code_steps(count: int) -> bytes:
     """A Claude Code transcript of `count` alternating user and assistant lines."""
-    return "\n".join(_numbered(_claude_line, count)).encode()
+    return _numbered_lines(_claude_line, count)
 
 
 def codex_steps(count: int) -> bytes:
     """A Codex rollout of `count` alternating user and assistant messages."""
     meta = {"type": "session_meta", "payload": {"id": "session-long", "timestamp": "2026-01-01T00:00:00Z"}}
-    return "\n".join([orjson.dumps(meta).decode(), *_numbered(_codex_line, count)]).encode()
+    return _numbered_lines(_codex_line, count, meta)
 
 
 # --- `count` traces -----------------------------------------------------------------------------
@@ -160,17 +161,17 @@ def codex_steps(count: int) -> bytes:
 
 def stash_traces(count: int) -> bytes:
     """`count` one-step Stash traces."""
-    return _lines({"id": f"t{n}", "steps": [{"role": "user", "content": f"q{n}"}]} for n in range(count))
+    return _numbered_lines(lambda n: {"id": f"t{n}", "steps": [{"role": "user", "content": f"q{n}"}]}, count)
 
 
 def openai_traces(count: int) -> bytes:
     """`count` one-message fine-tuning lines."""
-    return _lines({"messages": [{"role": "user", "content": f"q{n}"}]} for n in range(count))
+    return _numbered_lines(lambda n: {"messages": [{"role": "user", "content": f"q{n}"}]}, count)
 
 
 def anthropic_traces(count: int) -> bytes:
     """`count` one-message Anthropic requests."""
-    return _lines({"system": "s", "messages": [{"role": "user", "content": f"q{n}"}]} for n in range(count))
+    return _numbered_lines(lambda n: {"system": "s", "messages": [{"role": "user", "content": f"q{n}"}]}, count)
 
 
 def otel_traces(count: int) -> bytes:
@@ -185,13 +186,15 @@ def otel_traces(count: int) -> bytes:
 def langfuse_traces(count: int) -> bytes:
     """A JSON array of `count` one-generation Langfuse traces."""
     return orjson.dumps(
-        [_langfuse_trace(f"t{n}", [_generation(f"g{n}", [{"role": "user", "content": f"q{n}"}])]) for n in range(count)]
+        _numbered_array(
+            lambda n: _langfuse_trace(f"t{n}", [_generation(f"g{n}", [{"role": "user", "content": f"q{n}"}])]), count
+        )
     )
 
 
 def langsmith_traces(count: int) -> bytes:
     """`count` one-run LangSmith traces."""
-    return _lines(_langsmith_run(f"r{n}", f"t{n}", [{"role": "user", "content": f"q{n}"}]) for n in range(count))
+    return _numbered_lines(lambda n: _langsmith_run(f"r{n}", f"t{n}", [{"role": "user", "content": f"q{n}"}]), count)
 
 
 # --- the shapes --------------------------------------------------------------------------------
@@ -207,7 +210,7 @@ def _generation(observation_id: str, messages: list[dict[str, Any]] | orjson.Fra
     }
 
 
-def _langfuse_trace(trace_id: str, observations: list[dict[str, Any]]) -> dict[str, Any]:
+def _langfuse_trace(trace_id: str, observations: list[dict[str, Any]] | orjson.Fragment) -> dict[str, Any]:
     return {"id": trace_id, "timestamp": "2026-01-01T00:00:00Z", "observations": observations}
 
 
