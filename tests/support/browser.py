@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from support.fixtures import REPO_ROOT
 
@@ -28,6 +28,13 @@ def sign_in(page: Page, key: str) -> None:
     page.fill("#sign-in-key", key)
     page.click("form.sign-in button[type=submit]")
     page.wait_for_selector("h1:text('Traces')")
+
+
+def sign_out(page: Page) -> None:
+    """Sign out through the sidebar and wait for the sign-in form: the session ends only when the page's
+    DELETE has been answered, and a navigation started before that would abort it and stay signed in."""
+    page.click("#sign-out")
+    expect(page.locator("#sign-in-key")).to_be_visible()
 
 
 def signed(value: float | None) -> str:

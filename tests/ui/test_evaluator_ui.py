@@ -10,7 +10,7 @@ import orjson
 import pytest
 from playwright.sync_api import Page, expect
 
-from support.browser import screenshot, sign_in
+from support.browser import screenshot, sign_in, sign_out
 from support.ingest import stash_line
 from support.models import new_bucket, offline_training_env
 from support.processes import stash_rm
@@ -76,7 +76,7 @@ def test_consent_then_an_independent_review_in_the_browser(
     page.reload()
     expect(page.locator("#queue-empty")).to_contain_text("Nothing to review")
 
-    page.click("#sign-out")
+    sign_out(page)
     sign_in(page, bob_key)
     page.goto("/evaluator")
     card = page.locator("article.comparison")
@@ -93,7 +93,7 @@ def test_consent_then_an_independent_review_in_the_browser(
 
     page.reload()
     expect(page.locator("#queue-empty")).to_be_visible()
-    page.click("#sign-out")
+    sign_out(page)
     sign_in(page, alice_key)
     page.goto("/evaluator")
     expect(page.locator("#consent-contributed")).to_contain_text("1 comparison came from your data")

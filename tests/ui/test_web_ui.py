@@ -11,7 +11,7 @@ import orjson
 import pytest
 from playwright.sync_api import Page, expect
 
-from support.browser import screenshot, sign_in, signed
+from support.browser import screenshot, sign_in, sign_out, signed
 from support.fixtures import REAL_FIXTURES
 from support.ingest import stash_line
 from support.long_trace import long_trace_line
@@ -489,9 +489,8 @@ def test_cookie_writes_need_the_csrf_token_and_pages_send_a_strict_policy(page: 
 def test_sign_out_ends_the_session(page: Page, alice_key: str) -> None:
     sign_in(page, alice_key)
 
-    page.click("#sign-out")
+    sign_out(page)
 
-    expect(page.locator("#sign-in-key")).to_be_visible()
     assert page.request.get("/api/v1/rm/traces").status == 401
     page.goto("/traces")
     expect(page.locator("#sign-in-key")).to_be_visible()

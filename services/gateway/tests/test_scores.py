@@ -100,8 +100,8 @@ class _DownScorer(_Scorer):
         super().__init__()
         self.code = code
 
-    def ListActionScores(self, request: scorer_pb2.ListActionScoresRequest, timeout: float) -> Any:
-        self.calls.append("actions")
+    def ListScoringRuns(self, request: scorer_pb2.ListScoringRunsRequest, timeout: float) -> Any:
+        self.calls.append("runs")
         raise _Status(self.code)
 
     def BatchGetLatestScores(self, request: scorer_pb2.BatchGetLatestScoresRequest, timeout: float) -> Any:
@@ -147,8 +147,42 @@ def test_a_scorer_out_of_reach_leaves_the_lists_empty_after_one_wait(code: grpc.
         "scoring_runs": [],
         "shared_evaluator": shared_evaluator_json(None, ()),
     }
-    assert scorer.calls == ["actions"]
+    assert scorer.calls == ["runs"]
     assert latest_scores(scorer, "owner", ["t1"], 10.0) == {}
+
+
+class _PublishingScorer(_Scorer):
+    """A run still running for the first `reads` reads, published (status and scores at once) after them."""
+
+    def __init__(self, reads: int) -> None:
+        super().__init__()
+        self.reads = reads
+
+    def _published(self) -> bool:
+        return len(self.calls) > self.reads
+
+    def ListScoringRuns(self, request: scorer_pb2.ListScoringRunsRequest, timeout: float) -> Any:
+        self.calls.append("runs")
+        status = common_pb2.JOB_STATUS_SUCCEEDED if self._published() else common_pb2.JOB_STATUS_RUNNING
+        return scorer_pb2.ListScoringRunsResponse(scoring_runs=[_run(status=status)])
+
+    def ListTraceScores(self, request: scorer_pb2.ListTraceScoresRequest, timeout: float) -> Any:
+        published = super().ListTraceScores(request, timeout)
+        return published if self._published() else scorer_pb2.ListTraceScoresResponse()
+
+    def ListActionScores(self, request: scorer_pb2.ListActionScoresRequest, timeout: float) -> Any:
+        published = super().ListActionScores(request, timeout)
+        return published if self._published() else scorer_pb2.ListActionScoresResponse()
+
+
+@pytest.mark.parametrize("reads", range(5))
+def test_a_run_published_between_two_reads_never_shows_succeeded_without_its_scores(reads: int) -> None:
+    learned = trace_scores(_PublishingScorer(reads), "owner", "t1", {"s2"}, 10.0)
+
+    if learned["scoring_runs"][0]["status"] == "succeeded":
+        assert [score["step_id"] for score in learned["action_scores"]] == ["s2"]
+    if learned["action_scores"]:
+        assert [score["score"] for score in learned["scores"]] == [1.25]
 
 
 def test_a_scorer_error_that_is_no_outage_is_not_hidden() -> None:

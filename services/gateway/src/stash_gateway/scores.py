@@ -129,24 +129,28 @@ def trace_scores(
     `scoring_runs` (latest per model) and `shared_evaluator`."""
     key = {"owner_id": owner_id, "trace_id": trace_id}
     # The scorer publishes a run's action scores, trace score and status in one transaction, but these are
-    # three reads: in this order, a view that shows a run's action scores also shows the rest of it.
-    actions = tolerating_outage("scorer", scorer.ListActionScores, scorer_pb2.ListActionScoresRequest(**key), timeout_s)
-    if actions is None:
+    # separate reads: in this order, a run shown as succeeded has its action scores shown too, and action
+    # scores come with their trace score (a run published between two reads may show its scores while its
+    # status still says running, never the other way round).
+    runs = tolerating_outage("scorer", scorer.ListScoringRuns, scorer_pb2.ListScoringRunsRequest(**key), timeout_s)
+    if runs is None:
         return {
             "scores": [],
             "action_scores": [],
             "scoring_runs": [],
             "shared_evaluator": shared_evaluator_json(None, ()),
         }
+    actions = tolerating_outage("scorer", scorer.ListActionScores, scorer_pb2.ListActionScoresRequest(**key), timeout_s)
     scores = tolerating_outage("scorer", scorer.ListTraceScores, scorer_pb2.ListTraceScoresRequest(**key), timeout_s)
-    runs = tolerating_outage("scorer", scorer.ListScoringRuns, scorer_pb2.ListScoringRunsRequest(**key), timeout_s)
     shared = tolerating_outage(
         "scorer", scorer.GetEvaluatorScores, scorer_pb2.GetEvaluatorScoresRequest(**key), timeout_s
     )
     return {
         "scores": [trace_score_json(score) for score in scores.scores] if scores is not None else [],
-        "action_scores": [action_score_json(score) for score in actions.action_scores if score.step_id in step_ids],
-        "scoring_runs": [scoring_run_json(run) for run in runs.scoring_runs] if runs is not None else [],
+        "action_scores": [action_score_json(score) for score in actions.action_scores if score.step_id in step_ids]
+        if actions is not None
+        else [],
+        "scoring_runs": [scoring_run_json(run) for run in runs.scoring_runs],
         "shared_evaluator": shared_evaluator_json(shared, step_ids),
     }
 
