@@ -21,6 +21,9 @@ from stash_common.settings import default_data_dir, shared
 from stash_common.storage import ObjectStore, make_object_store
 
 ARCHIVE_DIR = "model"  # the folder name inside the trainer's archive
+# Weights barely compress (a MiniLM checkpoint by 8 % at gzip's best, for 4 s of CPU per 90 MB, and every
+# reader paid 0.3 s more to inflate it): the archive stays gzip, as every reader expects, but stored as is.
+ARCHIVE_COMPRESSLEVEL = 0
 
 
 class WorkerStorageSettings(BaseSettings):
@@ -68,9 +71,10 @@ def fetch_checkpoint(objects: ObjectStore, reward_model_id: str, key: str, scrat
 
 
 def store_checkpoint(objects: ObjectStore, key: str, model_dir: Path) -> None:
-    """The checkpoint directory as a tar.gz whose top folder is `model/`, stored under `key`."""
+    """The checkpoint directory as a tar.gz (uncompressed gzip blocks) whose top folder is `model/`, stored
+    under `key`."""
     with tempfile.TemporaryDirectory(prefix="stash-archive-") as scratch:
         archive = Path(scratch) / "model.tar.gz"
-        with tarfile.open(archive, "w:gz") as tar:
+        with tarfile.open(archive, "w:gz", compresslevel=ARCHIVE_COMPRESSLEVEL) as tar:
             tar.add(model_dir, arcname=ARCHIVE_DIR)
         objects.put_file(key, archive)
