@@ -263,7 +263,7 @@ def main() -> None:
     table = Table(*(title for _, title in COLUMNS), title=heading)
     for row in rows:
         table.add_row(*(str(row.get(key, "")) for key, _ in COLUMNS))
-    Console().print(table)
+    Console(width=200).print(table)  # eleven columns: a log's 80 would cut every one of them short
 
 
 if __name__ == "__main__":
