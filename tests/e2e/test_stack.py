@@ -19,16 +19,23 @@ SERVICES = ("ingest", "labeler", "trainer", "scorer", "gepa", "gateway")
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[RunningStack]:
+    """A stack of the test's own, for the tests that stop, kill or restart its services or need a cold one."""
     with running_stack(tmp_path) as running:
         yield running
 
 
-def test_up_brings_every_service_to_serving_and_healthz_200(stack: RunningStack) -> None:
-    response = httpx.get(f"{stack.gateway_url}/healthz")
+@pytest.fixture(scope="module")
+def shared(embedded_stack: RunningStack) -> RunningStack:
+    """The session's embedded stack, for the tests that only read it or add their own users and files."""
+    return embedded_stack.for_module("stack")
+
+
+def test_up_brings_every_service_to_serving_and_healthz_200(shared: RunningStack) -> None:
+    response = httpx.get(f"{shared.gateway_url}/healthz")
 
     assert response.status_code == 200
     assert set(response.json()["services"].values()) == {"SERVING"}
-    status = stash_rm("status", env=stack.env)
+    status = stash_rm("status", env=shared.env)
     assert status.returncode == 0, status.stdout + status.stderr
     assert status.stdout.count("SERVING") == 6
 
@@ -152,28 +159,31 @@ def test_ctrl_c_stops_every_service(stack: RunningStack) -> None:
             os.kill(pid, 0)
 
 
-def test_local_artifact_presigned_url_downloads_over_http(stack: RunningStack) -> None:
+def test_local_artifact_presigned_url_downloads_over_http(shared: RunningStack) -> None:
     store = LocalObjectStore(
-        stack.data_dir / "artifacts", stack.gateway_url, load_signing_key(stack.data_dir, configured=None)
+        shared.data_dir / "artifacts", shared.gateway_url, load_signing_key(shared.data_dir, configured=None)
     )
-    store.put("models/m1/model.tar.gz", b"checkpoint bytes")
+    store.put("models/test-stack/model.tar.gz", b"checkpoint bytes")
 
-    url = store.presign("models/m1/model.tar.gz", expires_s=300)
+    url = store.presign("models/test-stack/model.tar.gz", expires_s=300)
 
     assert httpx.get(url).content == b"checkpoint bytes"
     assert httpx.get(url.replace("signature=", "signature=0")).status_code == 403
 
 
-def test_users_and_keys_created_by_cli_authenticate(stack: RunningStack) -> None:
-    created = stash_rm("users", "create", "alice", env=stack.env)
+def test_users_and_keys_created_by_cli_authenticate(shared: RunningStack) -> None:
+    name = f"alice{shared.user_suffix}"
+    created = stash_rm("users", "create", name, env=shared.env)
     assert created.returncode == 0, created.stderr
     full_key = created.stdout.split("shown once): ")[1].split()[0]
-    read_only = stash_rm("keys", "create", "alice", "--read-only", env=stack.env)
+    read_only = stash_rm("keys", "create", name, "--read-only", env=shared.env)
     read_key = read_only.stdout.split("shown once): ")[1].split()[0]
 
-    me = httpx.get(f"{stack.gateway_url}/api/v1/rm/me", headers={"Authorization": f"Bearer {full_key}"})
-    denied = httpx.post(f"{stack.gateway_url}/api/v1/rm/keys", json={}, headers={"Authorization": f"Bearer {read_key}"})
+    me = httpx.get(f"{shared.gateway_url}/api/v1/rm/me", headers={"Authorization": f"Bearer {full_key}"})
+    denied = httpx.post(
+        f"{shared.gateway_url}/api/v1/rm/keys", json={}, headers={"Authorization": f"Bearer {read_key}"}
+    )
 
-    assert me.json()["user_name"] == "alice"
+    assert me.json()["user_name"] == name
     assert denied.status_code == 403
-    assert httpx.get(f"{stack.gateway_url}/api/v1/rm/me").status_code == 401
+    assert httpx.get(f"{shared.gateway_url}/api/v1/rm/me").status_code == 401
