@@ -57,14 +57,19 @@ def ingest_otlp(session: Session, request: OtlpRequest, titler: Titler) -> OtlpR
     check_source_id(request.source_id, SOURCE_ID_MAX)
     accepted, rejected = accept_spans(read_spans(request), request.limits)
     touched = sorted({trace_id for trace_id, _ in accepted})
-    # Earlier spans of the touched traces, read before this request's are written (which override them).
-    spans = load_otel_spans(session, request.owner_id, touched)
-    stored = {(trace_id, span["spanId"]) for trace_id, earlier in spans.items() for span in earlier}
+    # Earlier spans of the touched traces by span id, read before this request's are written; a span sent again
+    # replaces its earlier copy and moves to the end (by id: a long trace's next 512 spans cost 512 lookups).
+    spans = {
+        trace_id: {span["spanId"]: span for span in earlier}
+        for trace_id, earlier in load_otel_spans(session, request.owner_id, touched).items()
+    }
+    stored = {(trace_id, span_id) for trace_id, earlier in spans.items() for span_id in earlier}
     for (trace_id, span_id), span in accepted.items():
-        spans[trace_id] = [earlier for earlier in spans[trace_id] if earlier["spanId"] != span_id] + [span]
+        spans[trace_id].pop(span_id, None)
+        spans[trace_id][span_id] = span
     named = []
-    for trace_id, trace_spans in spans.items():
-        trace = build_trace(trace_id, trace_spans, request.limits)
+    for trace_id, by_id in spans.items():
+        trace = build_trace(trace_id, list(by_id.values()), request.limits)
         if trace is not None:
             validate_trace(trace, trace_where(trace_id))
             named.append((trace_where(trace_id), trace))
