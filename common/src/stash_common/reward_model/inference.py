@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -94,9 +94,14 @@ def collate(sequences: Sequence[Sequence[int]], pad_id: int, device: str) -> tup
 
 
 def autocast(device: str) -> AbstractContextManager[None]:
-    """bf16 autocast on CUDA devices that support it; a no-op elsewhere (on CPU it measured slower)."""
-    enabled = device == "cuda" and torch.cuda.is_bf16_supported()
-    return torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=enabled)
+    """bf16 autocast on CUDA devices that support it; a no-op elsewhere, so an enclosing autocast still holds.
+
+    CPU scoring stays fp32 even on CPUs that multiply bf16 natively (training uses them): bf16 rounding
+    would make a text's score depend on the batch it is scored in.
+    """
+    if device == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.autocast(device_type=device, dtype=torch.bfloat16)
+    return nullcontext()
 
 
 def rewards(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor | None, device: str) -> torch.Tensor:

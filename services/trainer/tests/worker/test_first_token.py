@@ -1,9 +1,11 @@
 """BERT's last layer computed for the first position only: the same rewards, gradients and weights."""
 
 from pathlib import Path
+from typing import Any
 
 import torch
-from transformers import PreTrainedModel
+from transformers import AttentionInterface, PreTrainedModel
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from stash_common.reward_model.inference import collate, rewards, tokenize
 from stash_common.reward_model.packaged import packaged_model_dir
@@ -33,6 +35,23 @@ def test_bert_rewards_and_gradients_match_the_full_forward_on_a_padded_batch() -
         first = _rewards_and_gradients(model, ids, mask)
 
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(full, first, strict=True))
+
+
+def test_the_last_layer_attends_through_the_models_attention_function_for_the_first_position_only() -> None:
+    model, tokenizer = load_reward_model(packaged_model_dir(), "cpu", max_length=64, seed=0)
+    ids, mask = collate(tokenize(tokenizer, TEXTS, 64), tokenizer.pad_token_id, "cpu")
+    query_lengths: list[int] = []
+
+    def recording_sdpa(module: torch.nn.Module, query: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        query_lengths.append(query.shape[2])
+        return sdpa_attention_forward(module, query, *args, **kwargs)
+
+    AttentionInterface.register("recording_sdpa", recording_sdpa)
+    model.set_attn_implementation("recording_sdpa")
+    with first_token_only(model):
+        rewards(model, ids, mask, "cpu")
+
+    assert query_lengths == [ids.shape[1]] * 5 + [1]
 
 
 def test_the_layer_forward_is_restored_on_exit() -> None:

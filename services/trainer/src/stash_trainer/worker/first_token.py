@@ -3,9 +3,10 @@
 `BertForSequenceClassification` scores a text from the first token's final hidden state (its pooler
 reads `[:, 0]`), so in the last layer every other position's query, attention output and feed-forward
 are computed and thrown away: a sixth of MiniLM's training FLOPs. While `first_token_only` is active
-that layer still reads every position (keys and values) but computes only the first one, which gives
-the head the same input, the same gradients to every parameter and the same checkpoint (the weights are
-untouched: only the layer's `forward` is replaced, on the instance, and restored on exit).
+that layer still reads every position (keys and values, through the model's configured attention
+function) but computes only the first one, which gives the head the same input, the same gradients
+to every parameter and the same checkpoint (the weights are untouched: only the layer's `forward` is
+replaced, on the instance, and restored on exit).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-from torch.nn import functional
 from transformers import BertForSequenceClassification, PreTrainedModel
-from transformers.models.bert.modeling_bert import BertLayer
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.bert.modeling_bert import BertLayer, eager_attention_forward
 
 
 @contextmanager
@@ -54,8 +55,10 @@ def first_token_forward(layer: BertLayer) -> Callable[..., torch.Tensor]:
         key = attention.key(hidden_states).view(heads).transpose(1, 2)
         value = attention.value(hidden_states).view(heads).transpose(1, 2)
         mask = None if attention_mask is None else attention_mask[:, :, :1]  # the first query's row
-        attended = functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=attention.scaling)
-        attention_output = layer.attention.output(attended.transpose(1, 2).reshape(rows, 1, -1), first)
+        attend = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, eager_attention_forward)
+        dropout = attention.dropout.p if attention.training else 0.0
+        attended, _ = attend(attention, query, key, value, mask, dropout=dropout, scaling=attention.scaling)
+        attention_output = layer.attention.output(attended.reshape(rows, 1, -1), first)
         output: torch.Tensor = layer.feed_forward_chunk(attention_output)
         return output
 

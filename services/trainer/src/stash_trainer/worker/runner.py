@@ -118,11 +118,13 @@ def train_job(job_dir: Path, on_progress: ProgressCallback | None = None) -> dic
     from stash_common.reward_model.device import configure_threads, select_device
     from stash_common.reward_model.inference import score_texts
     from stash_trainer.worker import training
+    from stash_trainer.worker.precision import bf16_training
 
     job = prepared.job
     device = select_device() if job.device == "auto" else job.device
     limit, sectioned = training.token_window(job)
-    LOG.info("training %s on %s (%d threads)", prepared.base_model, device, configure_threads(device))
+    threads, products = configure_threads(device), "bf16" if bf16_training(device) else "fp32"
+    LOG.info("training %s on %s (%d threads, %s matrix products)", prepared.base_model, device, threads, products)
     with training.out_of_memory_advice(job):
         model, tokenizer = training.load_reward_model(prepared.base_model, device, limit, job.seed)
         outcome = training.train_reward_model(

@@ -3,10 +3,10 @@
 Loading, tokenisation, padding and scoring are the shared runtime (`stash_common.reward_model`), so the
 scorer reads a checkpoint exactly as it was trained. Speed on small CPUs comes from dynamic padding
 over length-bucketed batches (`batches.py`), a last BERT layer computed only for the position the
-head reads (`first_token.py`), fused AdamW, frozen token embeddings and gradient-free evaluation.
-On CUDA the forward pass runs under bf16 autocast with fp32 master weights, and activations are
-recomputed (gradient checkpointing, TRL's default) to keep a 0.6B decoder's activations at 16
-sequences of 1024 tokens small on an A10G.
+head reads (`first_token.py`), bf16 matrix products on CPUs with AMX and on CUDA (`precision.py`;
+weights stay fp32), fused AdamW, frozen token embeddings and gradient-free evaluation. On CUDA
+activations are recomputed (gradient checkpointing, TRL's default) to keep a 0.6B decoder's
+activations at 16 sequences of 1024 tokens small on an A10G.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from stash_trainer.job_contract import TrainJob
 from stash_trainer.worker.batches import plan_batches
 from stash_trainer.worker.first_token import first_token_only
 from stash_trainer.worker.pairs import Pair
+from stash_trainer.worker.precision import cap_kernel_cache, training_attention, training_autocast
 
 ProgressCallback = Callable[[int, int, float], None]
 FINAL_LOSS_STEPS = 10  # final_loss averages this many last steps: one batch alone is noise
@@ -98,6 +99,7 @@ def train_reward_model(
 
     `on_progress(step, total_steps, loss)` is called after every optimizer step.
     """
+    cap_kernel_cache()
     limit, sectioned = token_window(job)
     chosen = tokenize(tokenizer, [pair.chosen for pair in pairs], limit, sectioned)
     rejected = tokenize(tokenizer, [pair.rejected for pair in pairs], limit, sectioned)
@@ -106,7 +108,7 @@ def train_reward_model(
     optimizer, schedule = make_optimizer(model, job.learning_rate, total, device)
     rng, losses = random.Random(job.seed), []
     model.train()
-    with first_token_only(model):
+    with first_token_only(model), training_attention(model, device):
         for _ in range(job.epochs):
             for batch in plan_batches(lengths, job.batch_size, rng):
                 ids, mask = collate(
@@ -143,7 +145,8 @@ def train_step(
     device: str,
 ) -> float:
     """One optimizer step on a batch whose first half is chosen texts and second half rejected ones."""
-    chosen, rejected = rewards(model, ids, mask, device).chunk(2)
+    with training_autocast(device):
+        chosen, rejected = rewards(model, ids, mask, device).chunk(2)
     loss = -functional.logsigmoid(chosen - rejected).mean()
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
