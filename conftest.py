@@ -50,6 +50,9 @@ TIERS_BY_FOLDER = {
     "tests/test_protos.py": ("static",),
 }
 TIERS = ("unit", "integration", "e2e", "ui", "chart", "static")
+# The order the tiers run in: the slowest files first, so the many short unit files fill both workers at the end
+# (the suite is CPU-bound on two cores; a long file started last kept one core idle while it ran).
+RUN_ORDER = ("e2e", "ui", "integration", "unit", "chart", "static")
 
 # Set before any test module imports LiteLLM, and inherited by every process the tests start: LiteLLM reads
 # its model price map from its package instead of fetching it from the web (the tests reach no internet).
@@ -66,12 +69,18 @@ def tiers_of(relative_path: str) -> tuple[str, ...]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test with its tier, before `-m` selects by markers."""
+    """Mark every test with its tier, before `-m` selects by markers, and order the tiers as RUN_ORDER says
+    (stable: a file's tests stay together and in their order, which xdist's whole-file scheduling keeps)."""
     for item in items:
         if any(item.get_closest_marker(tier) for tier in TIERS):
             continue
         for tier in tiers_of(item.path.relative_to(config.rootpath).as_posix()):
             item.add_marker(tier)
+    items.sort(key=_run_rank)
+
+
+def _run_rank(item: pytest.Item) -> int:
+    return min(RUN_ORDER.index(marker.name) for marker in item.iter_markers() if marker.name in RUN_ORDER)
 
 
 def create_database(template: str | None = None) -> str:
