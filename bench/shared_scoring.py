@@ -105,7 +105,7 @@ class WorkerMemory:
 def _worker_hwm_kb(proc: Path) -> int:
     try:
         cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        if WORKER_MARK not in cmdline or " score " not in cmdline:
+        if f"{WORKER_MARK} score --job" not in cmdline:  # a worker, not its fork server
             return 0
         for line in (proc / "status").read_text().splitlines():
             if line.startswith("VmHWM:"):

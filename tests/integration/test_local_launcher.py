@@ -1,8 +1,10 @@
-"""The local launcher runs a real subprocess per job and says how it ended; a job's files go through object storage."""
+"""The local launcher runs each job as a real process forked by its kind's fork server and says how it ended; a job's
+files go through object storage."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -13,13 +15,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
+import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+import stash_common.jobs.local
 from stash_common.jobs.launch import JobEnd, JobLaunch
 from stash_common.jobs.local import LocalSubprocessLauncher
 from stash_common.jobs.transfer import delete_files, download_files, job_key, upload_files
 from stash_common.storage import LocalObjectStore
-from support.sleeping_worker import is_alive, worker_pid
+from support.sleeping_worker import PID_VARIABLE, is_alive, worker_pid
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 JOB = JobLaunch("train", "model-1", "job-1", "jobs/trainer/job-1")
@@ -149,3 +153,125 @@ def test_a_service_killed_with_sigkill_takes_its_local_worker_with_it(tmp_path: 
 
     assert running_before
     assert not is_alive(pid)
+
+
+def _parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _command_line(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+
+
+def _shown_command(pid: int) -> str:
+    """A forked worker's command line: the title its fork server gave it, padded with NULs."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+
+
+def _sleeping_workers(tmp_path: Path) -> LocalSubprocessLauncher:
+    (tmp_path / "pids").mkdir()
+    env = {"PYTHONPATH": str(TESTS_DIR), PID_VARIABLE: str(tmp_path / "pids")}
+    return LocalSubprocessLauncher(tmp_path / "logs", env, "support.sleeping_worker")
+
+
+def _gone_within(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while is_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not is_alive(pid)
+
+
+def test_each_kind_has_one_fork_server_that_forks_its_workers_and_a_killed_worker_ends_with_minus_nine(
+    tmp_path: Path,
+) -> None:
+    launcher = _sleeping_workers(tmp_path)
+    jobs = [
+        JobLaunch("train", "model-1", "job-1", "jobs/trainer/job-1"),
+        JobLaunch("train", "model-2", "job-2", "jobs/trainer/job-2"),
+        JobLaunch("gepa", "run-1", "job-3", "jobs/gepa/job-3"),
+    ]
+    workers = [launcher.launch(job) for job in jobs]
+    pids = [worker_pid(tmp_path / "pids", job.job_id) for job in jobs]
+    servers = [_parent_of(pid) for pid in pids]
+    shown = _shown_command(pids[0])
+    for worker in workers:
+        worker.kill()
+
+    assert servers[0] == servers[1] != servers[2]
+    assert [_command_line(server)[1:] for server in (servers[0], servers[2])] == [
+        ["-m", "stash_common.jobs.fork_server", "train", "support.sleeping_worker"],
+        ["-m", "stash_common.jobs.fork_server", "gepa", "support.sleeping_worker"],
+    ]
+    assert shown == f"{sys.executable} -m support.sleeping_worker train --job jobs/trainer/job-1"  # what ps shows
+    assert [worker.wait(0) for worker in workers] == [JobEnd(False, "the worker exited with code -9", -9)] * 3
+
+
+def test_a_forked_worker_runs_its_entry_as_python_m_with_its_kinds_environment(tmp_path: Path) -> None:
+    launcher = LocalSubprocessLauncher(tmp_path / "logs", {"PYTHONPATH": str(TESTS_DIR)}, "support.printing_worker")
+
+    end = launcher.launch(JobLaunch("gepa", "run-1", "job-1", "jobs/gepa/job-1")).wait(30)
+
+    printed = "__main__ ['gepa', '--job', 'jobs/gepa/job-1'] {'HF_HUB_OFFLINE': '1', 'OMP_WAIT_POLICY': 'PASSIVE'}"
+    assert end == JobEnd(False, f"the worker exited with code 1; stash-gepa-job-1.log: {printed}", 1)
+
+
+def test_a_fork_server_that_dies_takes_its_workers_and_the_next_job_starts_another(tmp_path: Path) -> None:
+    launcher = _sleeping_workers(tmp_path)
+    first = launcher.launch(JOB)
+    pid = worker_pid(tmp_path / "pids", JOB.job_id)
+    server = _parent_of(pid)
+
+    os.kill(server, signal.SIGKILL)
+    end = first.wait(30)
+    second_job = JobLaunch("train", "model-2", "job-2", "jobs/trainer/job-2")
+    second = launcher.launch(second_job)
+    second_server = _parent_of(worker_pid(tmp_path / "pids", second_job.job_id))
+    second.kill()
+
+    assert end == JobEnd(False, "the train fork server exited with code -9")
+    assert _gone_within(pid, 10)  # its parent-death signal
+    assert second_server != server
+
+
+def test_an_idle_fork_server_exits_and_the_next_job_starts_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stash_common.jobs.local, "FORK_SERVER_IDLE_S", 0.1)
+    launcher = _sleeping_workers(tmp_path)
+    first = launcher.launch(JOB)
+    server = _parent_of(worker_pid(tmp_path / "pids", JOB.job_id))
+
+    first.kill()
+    second_job = JobLaunch("train", "model-2", "job-2", "jobs/trainer/job-2")
+    idle_server_gone = _gone_within(server, 10)
+    second = launcher.launch(second_job)
+    second_server = _parent_of(worker_pid(tmp_path / "pids", second_job.job_id))
+    second.kill()
+
+    assert idle_server_gone
+    assert second_server != server
+
+
+def test_the_real_entry_point_forks_from_a_server_that_has_loaded_torch(tmp_path: Path) -> None:
+    marker = f"STASH_TEST_MARKER={tmp_path}"
+    launcher = LocalSubprocessLauncher(tmp_path / "logs", dict([marker.split("=", 1)]))
+
+    end = launcher.launch(JobLaunch("score", "batch-1", "job-1", "jobs/scorer/job-1")).wait(120)
+    servers = [pid for pid in _pids() if marker.encode() in _environment(pid)]
+
+    assert end is not None and not end.succeeded  # no object storage is configured for it
+    assert [_command_line(pid)[1:] for pid in servers] == [
+        ["-m", "stash_common.jobs.fork_server", "score", "stash_common.jobs.worker"]
+    ]
+    assert "libtorch_cpu.so" in Path(f"/proc/{servers[0]}/maps").read_text()
+
+
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def _environment(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []  # ended meanwhile, or not ours to read

@@ -511,8 +511,9 @@ def test_a_scorer_that_stops_puts_its_running_runs_back_in_the_queue(
 
 
 def _worker_pid(job_id: str) -> int | None:
-    """The pid of the local worker process running `job_id`, found by its command line."""
-    wanted = f"--job\0{job_key('scorer', job_id)}\0"
+    """The pid of the local worker process running `job_id`, found by its command line (which its fork server
+    sets to the worker's command)."""
+    wanted = f"--job {job_key('scorer', job_id)}\0"
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             if wanted in cmdline.read_text():

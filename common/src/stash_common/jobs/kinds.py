@@ -10,6 +10,7 @@ one entry here (docs/architecture.md, "Adding a job kind").
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -27,6 +28,17 @@ class WorkerKind:
     resources: Mapping[str, Mapping[str, str]]  # a Job's requests and limits unless STASH_JOB_RESOURCES says
     deadline_s: int  # a Job's activeDeadlineSeconds unless STASH_JOB_ACTIVE_DEADLINE_S says
     environment: Mapping[str, str] = field(default_factory=dict)  # defaults read once, before the worker imports
+    # What a local fork server imports once for every worker of the kind (`stash_common.jobs.fork_server`): the
+    # modules that load torch, transformers and the kind's other heavy libraries, which a worker imports lazily.
+    preload: tuple[str, ...] = ()
+
+    def prepare_environment(self) -> None:
+        """Set the variables that huggingface_hub, tokenizers, OpenMP and the kind's libraries read once, when
+        first loaded (before a worker or fork server imports them); a variable set already is kept."""
+        os.environ["HF_HUB_OFFLINE"] = "1"  # a worker never downloads from the hub
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        for name, value in self.environment.items():
+            os.environ.setdefault(name, value)
 
 
 # GEPA scores small batches between task-model calls; OpenMP's default spin-waiting threads, on CPUs shared
@@ -43,12 +55,18 @@ KINDS: dict[str, WorkerKind] = {
             "stash_trainer.worker",
             {"requests": {"cpu": "4", "memory": "8Gi"}, "limits": {"cpu": "8", "memory": "16Gi", **GPU_WORKER}},
             40 * 60,
+            preload=(
+                "stash_trainer.worker.remote",
+                "stash_trainer.worker.training",
+                "stash_common.reward_model.inference",
+            ),
         ),
         WorkerKind(
             "score",
             "stash_scorer.worker",
             {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"cpu": "4", "memory": "16Gi", **GPU_WORKER}},
             30 * 60,
+            preload=("stash_scorer.worker.remote", "stash_scorer.worker.scoring"),
         ),
         WorkerKind(
             "gepa",
@@ -56,6 +74,7 @@ KINDS: dict[str, WorkerKind] = {
             {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}},
             60 * 60,
             _GEPA_ENVIRONMENT,
+            ("stash_gepa.worker.remote", "stash_gepa.worker.reward"),
         ),
     )
 }

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from stash_common.jobs.kinds import KINDS, WorkerKind
+from stash_common.jobs.kinds import KINDS
 from stash_common.parent_death import follow_parent
 
 USAGE = f"usage: python -m stash_common.jobs.worker {{{','.join(KINDS)}}} --job <job key> | <job_dir>"
@@ -30,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if kind is None or (not stored and (len(job) != 1 or not Path(job[0]).is_dir())):
         print(f"{USAGE} (a known kind, then a stored job's key or an existing job directory)", file=sys.stderr)
         return 2
-    _prepare_environment(kind)
+    kind.prepare_environment()
     if stored:
         # The launcher keeps this output (a pod's log): it is how an operator sees a job that failed.
         logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -38,14 +37,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(run_stored_job(job[1]))
     run_job = importlib.import_module(f"{kind.package}.runner").run_job
     return int(run_job(Path(job[0])))
-
-
-def _prepare_environment(kind: WorkerKind) -> None:
-    """Variables that huggingface_hub, tokenizers and the kind's libraries read once, when first imported."""
-    os.environ["HF_HUB_OFFLINE"] = "1"  # a worker never downloads from the hub
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    for name, value in kind.environment.items():
-        os.environ.setdefault(name, value)
 
 
 if __name__ == "__main__":
