@@ -1,8 +1,11 @@
 """Every service started for real as its own process, reached over gRPC, stopped by SIGTERM."""
 
+import http.client
 import signal
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
@@ -44,9 +47,23 @@ def test_gateway_serves_http_and_stops_on_sigterm(tmp_path: Path) -> None:
     process = start_service("gateway", env)
     try:
         wait_for_http(f"http://127.0.0.1:{port}/healthz")
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        answered = status_on(connection)
+        # Idle past httpx's own pool expiry: a gateway closing at the same moment dropped a client's request.
+        time.sleep((httpx.Limits().keepalive_expiry or 0) + 1)
+        assert status_on(connection) == answered  # the same connection: RemoteDisconnected had the gateway closed it
+        connection.close()
     finally:
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=30)
     # uvicorn drains, then re-raises the signal so the exit status still says SIGTERM.
     assert process.returncode in (0, -signal.SIGTERM), output
     assert "Application shutdown complete." in output
+
+
+def status_on(connection: http.client.HTTPConnection) -> int:
+    """GET /healthz on a kept-alive connection (the services are not running: any answer will do); its status."""
+    connection.request("GET", "/healthz")
+    response = connection.getresponse()
+    response.read()
+    return response.status

@@ -13,7 +13,7 @@ def test_deadlines_default_to_the_embedded_profile(tmp_path: Path) -> None:
 
     assert (settings.rpc_timeout_s, settings.evaluation_timeout_s, settings.import_timeout_s) == (30.0, 10.0, 600.0)
     assert (settings.otlp_timeout_s, settings.export_timeout_s, settings.health_timeout_s) == (120.0, 3600.0, 2.0)
-    assert (settings.shutdown_grace_s, settings.score_timeout_s) == (10, 10.0)
+    assert (settings.shutdown_grace_s, settings.score_timeout_s, settings.keep_alive_s) == (10, 10.0, 75)
 
 
 def test_a_deadline_is_read_from_its_variable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ def main() -> None:
         port=settings.port,
         http="httptools",  # its C parser reads a 44 MB body in half h11's time
         log_config=None,
+        timeout_keep_alive=settings.keep_alive_s,
         timeout_graceful_shutdown=settings.shutdown_grace_s,
     )
     uvicorn.Server(config).run(sockets=[listener])

@@ -62,6 +62,9 @@ class GatewaySettings(ServiceSettings):
     otlp_timeout_s: float = Field(120.0, description="deadline of handing one OTLP export to ingest")
     export_timeout_s: float = Field(3600.0, description="deadline of a JSONL download (traces, annotations, pairs)")
     shutdown_grace_s: int = Field(10, description="seconds open requests get to finish on SIGTERM")
+    # Longer than the idle expiry of clients' connection pools (httpx 5 s, load balancers 60 s): a server that
+    # closes an idle connection at the moment its client reuses it answers that request with a dropped connection.
+    keep_alive_s: int = Field(75, description="seconds an idle HTTP keep-alive connection stays open")
     # POST /query: each owner's DuckDB and what one query may take.
     query_timeout_s: float = Field(10.0, description="a query running longer is interrupted (HTTP 408)")
     query_max_rows: int = Field(1000, description="rows a query returns at most (truncated: true beyond)")
