@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,7 +24,15 @@ from stash_labeler.label_schema import LabelSource, StepLabel
 from stash_labeler.labeling.protocol import ChunkLabel, Labeler, LabelingError
 from stash_labeler.scoring.credit import CREDIT_METHOD
 from stash_labeler.scoring.grading import Grader
-from stash_labeler.scoring.rule_scores import ChunkScore, Scores, open_chunks, score
+from stash_labeler.scoring.rule_scores import (
+    ChunkScore,
+    CreditReading,
+    Scores,
+    Term,
+    open_chunks,
+    rule_reading,
+    score,
+)
 from stash_labeler.traces import LabelerTrace
 
 
@@ -166,13 +175,30 @@ def _label_fields(label: ChunkLabel, metadata: dict[str, object]) -> dict[str, A
 
 
 def _reward(chunk: ChunkScore) -> dict[str, Any]:
-    reading = chunk.reading()
+    if chunk.graded:
+        return _reward_fields(chunk.points, chunk.passed_back, tuple(chunk.terms), chunk.reading())
+    return _rule_reward(chunk.points, chunk.passed_back, chunk.credit, tuple(chunk.terms))
+
+
+@lru_cache(maxsize=4096)
+def _rule_reward(points: float, passed_back: float, credit: float, terms: tuple[Term, ...]) -> dict[str, Any]:
+    """A rule-scored chunk's reward fields, which its points, the credit passed back and its terms decide. Rule
+    scores repeat a few of them, so each is built once (built per chunk, they were an eighth of in-process
+    labelling's profile); the steps that show one share its nested values, which are only read (API messages, the
+    stored body).
+    """
+    return _reward_fields(points, passed_back, terms, rule_reading(credit))
+
+
+def _reward_fields(
+    points: float, passed_back: float, terms: tuple[Term, ...], reading: CreditReading
+) -> dict[str, Any]:
     return {
         "reward": {
-            "points": round(chunk.points, 6),
-            "passed_back": round(chunk.passed_back, 6),
+            "points": round(points, 6),
+            "passed_back": round(passed_back, 6),
             "credit": round(reading.credit, 6),
-            "terms": [{"reason": term.reason, "points": round(term.points, 6)} for term in chunk.terms],
+            "terms": [{"reason": term.reason, "points": round(term.points, 6)} for term in terms],
         },
         "expected_credit": reading.expected,
         "ordinal_credit": reading.ordinal,

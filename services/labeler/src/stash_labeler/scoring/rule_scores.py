@@ -109,9 +109,7 @@ class ChunkScore:
         credit = self.credit
         if self.graded and self.distribution:
             return CreditReading(credit, expected_credit(self.distribution), ordinal_credit(credit), self.distribution)
-        return CreditReading(
-            credit, anchored_expected_credit(credit), ordinal_credit(credit), anchored_distribution(credit)
-        )
+        return rule_reading(credit)
 
 
 class CreditReading(NamedTuple):
@@ -122,6 +120,13 @@ class CreditReading(NamedTuple):
     expected: float | None
     ordinal: int
     distribution: dict[str, float]
+
+
+def rule_reading(credit: float) -> CreditReading:
+    """How a rule score's credit reads: the anchors around it."""
+    return CreditReading(
+        credit, anchored_expected_credit(credit), ordinal_credit(credit), anchored_distribution(credit)
+    )
 
 
 @dataclass(frozen=True, slots=True)
