@@ -3,6 +3,7 @@
 import http.client
 import signal
 import time
+from contextlib import closing
 from pathlib import Path
 
 import httpx
@@ -47,12 +48,11 @@ def test_gateway_serves_http_and_stops_on_sigterm(tmp_path: Path) -> None:
     process = start_service("gateway", env)
     try:
         wait_for_http(f"http://127.0.0.1:{port}/healthz")
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        answered = status_on(connection)
-        # Idle past httpx's own pool expiry: a gateway closing at the same moment dropped a client's request.
-        time.sleep((httpx.Limits().keepalive_expiry or 0) + 1)
-        assert status_on(connection) == answered  # the same connection: RemoteDisconnected had the gateway closed it
-        connection.close()
+        with closing(http.client.HTTPConnection("127.0.0.1", port, timeout=10)) as connection:
+            answered = status_on(connection)
+            # Idle past httpx's own pool expiry: a gateway closing at the same moment dropped a client's request.
+            time.sleep((httpx.Limits().keepalive_expiry or 0) + 1)
+            assert status_on(connection) == answered  # the same connection: RemoteDisconnected had it been closed
     finally:
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=30)

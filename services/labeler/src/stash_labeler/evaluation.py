@@ -29,6 +29,7 @@ from stash_labeler.scoring.rule_scores import (
     CreditReading,
     Scores,
     Term,
+    credit_of,
     open_chunks,
     rule_reading,
     score,
@@ -177,17 +178,17 @@ def _label_fields(label: ChunkLabel, metadata: dict[str, object]) -> dict[str, A
 def _reward(chunk: ChunkScore) -> dict[str, Any]:
     if chunk.graded:
         return _reward_fields(chunk.points, chunk.passed_back, tuple(chunk.terms), chunk.reading())
-    return _rule_reward(chunk.points, chunk.passed_back, chunk.credit, tuple(chunk.terms))
+    return _rule_reward(chunk.points, chunk.passed_back, tuple(chunk.terms))
 
 
 @lru_cache(maxsize=4096)
-def _rule_reward(points: float, passed_back: float, credit: float, terms: tuple[Term, ...]) -> dict[str, Any]:
+def _rule_reward(points: float, passed_back: float, terms: tuple[Term, ...]) -> dict[str, Any]:
     """A rule-scored chunk's reward fields, which its points, the credit passed back and its terms decide. Rule
     scores repeat a few of them, so each is built once (built per chunk, they were an eighth of in-process
     labelling's profile); the steps that show one share its nested values, which are only read (API messages, the
     stored body).
     """
-    return _reward_fields(points, passed_back, terms, rule_reading(credit))
+    return _reward_fields(points, passed_back, terms, rule_reading(credit_of(points, passed_back)))
 
 
 def _reward_fields(

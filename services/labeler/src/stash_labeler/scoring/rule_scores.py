@@ -101,7 +101,7 @@ class ChunkScore:
     @property
     def credit(self) -> float:
         """Points plus credit passed back, capped to −1..+1."""
-        return _cap(self.points + self.passed_back)
+        return credit_of(self.points, self.passed_back)
 
     def reading(self) -> CreditReading:
         """The credit and how it reads, each computed once (the reward block shows all four): a graded chunk
@@ -120,6 +120,11 @@ class CreditReading(NamedTuple):
     expected: float | None
     ordinal: int
     distribution: dict[str, float]
+
+
+def credit_of(points: float, passed_back: float) -> float:
+    """A chunk's credit: its points plus the credit passed back to it, capped to −1..+1."""
+    return _cap(points + passed_back)
 
 
 def rule_reading(credit: float) -> CreditReading:
