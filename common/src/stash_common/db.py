@@ -24,6 +24,7 @@ from sqlalchemy import JSON, DateTime, Dialect, Engine, MetaData, Table, TypeDec
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash_common.errors import ConfigError
+from stash_common.planner_statistics import rows_loaded
 
 
 def utc_now() -> datetime:
@@ -134,7 +135,8 @@ def make_sessions(engine: Engine) -> sessionmaker[Session]:
 def insert_rows(session: Session, table: Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Insert many rows, each the values of `columns` in that order, in the session's transaction: COPY on
     PostgreSQL (an order of magnitude faster than multi-row INSERTs for thousands of rows), executemany
-    elsewhere. JSON columns take plain JSON values (dicts, lists, …)."""
+    elsewhere. JSON columns take plain JSON values (dicts, lists, …). The rows count towards a refresh of the
+    table's planner statistics once the transaction commits (`planner_statistics`)."""
     if not rows:
         return
     if session.get_bind().dialect.name != "postgresql":
@@ -153,6 +155,7 @@ def insert_rows(session: Session, table: Table, columns: Sequence[str], rows: Se
                     if row[position] is not None:
                         row[position] = _json_text(row[position])
             copy.write_row(row)
+    rows_loaded(session, table.name, len(rows))
 
 
 @contextmanager

@@ -45,6 +45,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from stash_common import owner_versions
 from stash_common.db import insert_rows, new_id, utc_now
+from stash_common.planner_statistics import rows_loaded
 from stash_labeler.evaluation import Evaluation, KeptLabel
 from stash_labeler.label_schema import LabelSource, StepLabel
 from stash_labeler.labeling.protocol import ChunkLabel
@@ -473,6 +474,7 @@ def _copy_upsert_labels(session: Session, rows: Sequence[dict[str, Any]]) -> Non
             f"ON CONFLICT (trace_id, chunk_id) DO UPDATE SET {updates}"
         )
     )
+    rows_loaded(session, ChunkLabelRow.__tablename__, len(rows))  # the temporary table's count is skipped
 
 
 def _kept(row: ChunkLabelRow) -> KeptLabel:
