@@ -8,13 +8,15 @@
    (its `finished_at`), `--runs` times after a warm-up import, each run with its own traces, the stack
    let go quiet before each; the median, and the CPU seconds each service spent on it. `--stack-database`
    names where the services keep their tables: `postgresql` (ingest, gateway and labeler in one fresh
-   database on 127.0.0.1:5432, like the import benchmark) or `sqlite` (the embedded profile's files).
+   database on 127.0.0.1:5432, like the import benchmark) or `sqlite` (the embedded profile's files);
+   `--evaluation-processes` how many processes the labeler evaluates in (a stack for each; the labeler's CPU
+   counts its forked processes').
 3. Provider calls per trace for a growing trace: a conversation evaluated after every new turn
    with the LLM labeler (the real `openai` client against the local stand-in server that speaks
    the OpenAI wire protocol), keeping unchanged chunks' labels, against labeling every chunk again.
 
     .venv/bin/python bench/labeling_throughput.py [--steps 100000] [--runs 3] [--stack-database postgresql sqlite]
-        [--turns 20]
+        [--evaluation-processes 1 2] [--turns 20]
 """
 
 from __future__ import annotations
@@ -123,13 +125,18 @@ class RunningStack:
         return int(succeeded or 0), int(failed or 0), finished
 
     def cpu_seconds(self) -> dict[str, float]:
-        """CPU seconds (user + system) each service's process has used so far."""
+        """CPU seconds (user + system) each service has used so far, with its forked evaluation processes."""
         seconds = {}
         for name in SERVICES:
             pid = (self.data_dir / "run" / f"{name}.pid").read_text().strip()
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            seconds[name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            forked = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            seconds[name] = sum(_cpu_seconds(process) for process in (pid, *forked))
         return seconds
+
+
+def _cpu_seconds(pid: str) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _free_port() -> int:
@@ -139,9 +146,15 @@ def _free_port() -> int:
 
 
 @contextmanager
-def running_stack(database_url: str | None, data_dir: Path) -> Iterator[RunningStack]:
-    """`stash-rm up` on free ports; ingest, the gateway and the labeler on `database_url` when one is given."""
-    env = {**os.environ, "STASH_DATA_DIR": str(data_dir), "STASH_GATEWAY_OTLP_GRPC_PORT": str(_free_port())}
+def running_stack(database_url: str | None, data_dir: Path, processes: int) -> Iterator[RunningStack]:
+    """`stash-rm up` on free ports, the labeler evaluating in `processes` processes; ingest, the gateway and the
+    labeler on `database_url` when one is given."""
+    env = {
+        **os.environ,
+        "STASH_DATA_DIR": str(data_dir),
+        "STASH_GATEWAY_OTLP_GRPC_PORT": str(_free_port()),
+        "STASH_LABELER_EVALUATION_PROCESSES": str(processes),
+    }
     for name in ("gateway", "ingest", "labeler", "trainer", "scorer", "gepa"):
         env[f"STASH_{name.upper()}_PORT"] = str(_free_port())
         if database_url is not None and name.upper() in ("GATEWAY", "INGEST", "LABELER"):
@@ -171,13 +184,13 @@ def running_stack(database_url: str | None, data_dir: Path) -> Iterator[RunningS
         stack.wait(timeout=120)
 
 
-def through_services(args: argparse.Namespace, database: str) -> list[ServicesRun]:
+def through_services(args: argparse.Namespace, database: str, processes: int) -> list[ServicesRun]:
     """`--runs` imports of `--steps` steps, each timed until its last evaluation is stored, after a warm-up."""
     with tempfile.TemporaryDirectory(prefix="stash-labeling-bench-") as scratch:
         if database == "postgresql":
-            with fresh_database() as url, running_stack(url, Path(scratch)) as stack:
+            with fresh_database() as url, running_stack(url, Path(scratch), processes) as stack:
                 return _timed_imports(stack, args)
-        with running_stack(None, Path(scratch)) as stack:
+        with running_stack(None, Path(scratch), processes) as stack:
             return _timed_imports(stack, args)
 
 
@@ -292,12 +305,20 @@ def main() -> None:
         "--stack-database", nargs="*", choices=("postgresql", "sqlite"), default=["postgresql", "sqlite"],
         help="where the services keep their tables; none: skip the services",
     )  # fmt: skip
+    parser.add_argument(
+        "--evaluation-processes", nargs="+", type=int, default=[1, 2],
+        help="the labeler's STASH_LABELER_EVALUATION_PROCESSES, a stack for each",
+    )  # fmt: skip
     parser.add_argument("--turns", type=int, default=20, help="turns of the growing trace; 0: skip the provider calls")
     args = parser.parse_args()
     loads = [load()]
     traces = labeler_traces(make_payload(args.steps, args.steps_per_trace))
     seconds = rule_throughput(traces)
-    services = {database: through_services(args, database) for database in args.stack_database}
+    services = {
+        (database, processes): through_services(args, database, processes)
+        for database in args.stack_database
+        for processes in args.evaluation_processes
+    }
     loads.append(load())
     table = Table("measure", "value", "steps/s", title=f"Labeling; {'; '.join(loads)}")
     table.add_row(
@@ -305,8 +326,8 @@ def main() -> None:
         f"{seconds:.2f} s",
         f"{args.steps / seconds:,.0f}",
     )
-    for database, runs in services.items():
-        services_rows(table, args.steps, database, runs)
+    for (database, processes), runs in services.items():
+        services_rows(table, args.steps, f"{database}, {processes} evaluation process(es)", runs)
     if args.turns:
         provider_rows(table, args.turns)
     Console(width=160).print(table)

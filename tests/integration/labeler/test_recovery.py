@@ -1,6 +1,7 @@
 """The labeler as a real process: leases of a killed labeler, start order, and a queue fair between owners."""
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import orjson
 import pytest
 from fakes.llm_server import FakeLLM
 from sqlalchemy import text
@@ -165,6 +167,54 @@ def test_a_labeler_started_before_ingest_waits_quietly_and_labels_its_first_trac
     assert labeled - imported < 2.0
     log = services.log("labeler")
     assert '"level": "error"' not in log and "Traceback" not in log, log
+
+
+def test_forked_evaluation_processes_share_the_queue_and_a_killed_one_loses_nothing(services: Services) -> None:
+    services.start("ingest", "ingest")
+    labeler = services.start("labeler", "labeler", STASH_LABELER_EVALUATION_PROCESSES="2")
+    for name in ("ingest", "labeler"):
+        wait_for_health(services.address(name))
+    ingest = ingest_pb2_grpc.IngestServiceStub(open_channel(services.address("ingest")))
+    forked = _children(labeler.pid)
+    assert len(forked) == 1, services.log("labeler")
+
+    import_payload(ingest, "\n".join(stash_line(f"first-{n}") for n in range(2000)))
+    _wait_succeeded(services, 2000)
+    evaluated_by = _evaluating_pids(services.log("labeler"))
+    os.kill(forked[0], signal.SIGKILL)  # it may hold a claimed batch: its leases run out, the labeler takes it
+    import_payload(ingest, "\n".join(stash_line(f"second-{n}") for n in range(300)))
+    _wait_succeeded(services, 2300)
+    labeler.terminate()
+    labeler.wait(timeout=30)
+
+    assert evaluated_by == {labeler.pid, forked[0]}  # both evaluated some of the first import
+    log = services.log("labeler")
+    assert "an evaluation process ended" in log, log
+    assert not Path(f"/proc/{forked[0]}").exists()  # reaped, not left a zombie
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _evaluating_pids(log: str) -> set[int]:
+    lines = [orjson.loads(line) for line in log.splitlines() if '"trace evaluated"' in line]
+    return {line["pid"] for line in lines}
+
+
+def _wait_succeeded(services: Services, count: int) -> None:
+    engine = make_engine(services.database_url)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            with engine.connect() as connection:
+                query = text("SELECT count(*) FROM evaluations WHERE status = 'succeeded'")
+                if connection.execute(query).scalar_one() == count:
+                    return
+            time.sleep(0.1)
+    finally:
+        engine.dispose()
+    raise TimeoutError(f"{count} evaluations did not succeed within 120s:\n{services.log('labeler')[-3000:]}")
 
 
 def test_ingest_answers_unavailable_until_its_tables_are_migrated(tmp_path: Path, empty_postgres_url: str) -> None:

@@ -20,6 +20,7 @@ decides what an outage or a deleted trace means for the queue without knowing th
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -238,6 +239,7 @@ class EvaluationWorker:
             evaluation = item.evaluation
             log.info(
                 "trace evaluated",
+                pid=os.getpid(),  # which of the labeler's evaluation processes (STASH_LABELER_EVALUATION_PROCESSES)
                 trace_id=item.trace.id,
                 revision=item.trace.revision,
                 labeler=evaluation.labeler.value,

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 
 import grpc
 import structlog
+from sqlalchemy.orm import Session, sessionmaker
 
 from stash.rm.v1 import ingest_pb2_grpc, labeler_pb2, labeler_pb2_grpc
 from stash_common.channels import peer_channel
-from stash_common.coordination import make_wakeups
+from stash_common.coordination import Wakeups, make_wakeups
 from stash_common.db import make_engine, make_sessions, upgrade
 from stash_common.errors import ConfigError
 from stash_common.logs import configure_logging
@@ -23,6 +24,7 @@ from stash_common.settings import load
 from stash_labeler.api import LabelerServicer
 from stash_labeler.assessments import AnthropicFastModel, FastModel
 from stash_labeler.clients import IngestClient
+from stash_labeler.evaluation_processes import EvaluationProcesses
 from stash_labeler.evaluation_worker import EvaluationWorker, WorkerConfig
 from stash_labeler.labeling.protocol import Labeler
 from stash_labeler.labeling.rule_labeler import RuleLabeler
@@ -93,26 +95,41 @@ def make_fast_model(settings: LabelerSettings) -> FastModel | None:
     return AnthropicFastModel(settings.anthropic_api_key, settings.fast_model, settings.anthropic_base_url)
 
 
-def main() -> None:
-    """Run the labeler service until SIGTERM or SIGINT."""
-    settings = load(LabelerSettings)
-    configure_logging("labeler", settings.log_level)
-    engine = make_engine(settings.database_url)
-    sessions = make_sessions(engine)
+def make_worker(settings: LabelerSettings, sessions: sessionmaker[Session], wakeups: Wakeups) -> EvaluationWorker:
+    """An evaluation worker reading ingest on a channel of its own."""
     ingest = IngestClient(ingest_pb2_grpc.IngestServiceStub(peer_channel(settings, "ingest")))
-    wakeups = make_wakeups(settings.redis_url)
-    labeler = make_labeler(settings)
-    worker = EvaluationWorker(
+    return EvaluationWorker(
         sessions,
         ingest,
-        labeler,
+        make_labeler(settings),
         wakeups,
         WorkerConfig(sweep_interval_s=settings.sweep_interval_s, lease_s=settings.lease_s),
         grader=make_grader(settings),
         process_model=make_process_model(settings),
     )
-    servicer = LabelerServicer(sessions, ingest, worker, fast_model=make_fast_model(settings))
-    log.info("labeler configured", labeler=labeler.source.value, grading=bool(settings.grading_model))
+
+
+def main() -> None:
+    """Run the labeler service until SIGTERM or SIGINT."""
+    settings = load(LabelerSettings)
+    configure_logging("labeler", settings.log_level)
+    processes = EvaluationProcesses()
+    # First, before any thread, channel or connection exists: a forked process makes its own.
+    processes.fork(
+        settings.evaluation_processes - 1,
+        lambda wakeups: make_worker(settings, make_sessions(make_engine(settings.database_url)), wakeups),
+    )
+    engine = make_engine(settings.database_url)
+    sessions = make_sessions(engine)
+    wakeups = make_wakeups(settings.redis_url)
+    worker = make_worker(settings, sessions, wakeups)
+    servicer = LabelerServicer(sessions, worker.traces, worker, fast_model=make_fast_model(settings))
+    log.info(
+        "labeler configured",
+        labeler=worker.labeler.source.value,
+        grading=bool(settings.grading_model),
+        evaluation_processes=settings.evaluation_processes,
+    )
 
     def register(server: grpc.Server) -> Sequence[str]:
         labeler_pb2_grpc.add_LabelerServiceServicer_to_server(servicer, server)
@@ -122,5 +139,10 @@ def main() -> None:
         upgrade("labeler", MIGRATIONS_DIR, settings.database_url)
         freeze_start_up()  # a worker-like run of 100k steps spent 1.5 s of 4 s in full collections, 0.3 s after
         worker.start()
+        processes.start(wakeups)
 
-    serve(settings, settings.port, register, engine, on_stop=worker.stop, prepare=prepare)
+    def stop() -> None:
+        worker.stop()
+        processes.stop()
+
+    serve(settings, settings.port, register, engine, on_stop=stop, prepare=prepare)

@@ -39,6 +39,12 @@ class LabelerSettings(ServiceSettings):
     )
     grading_api_key: str | None = shared("STASH_GRADING_API_KEY", None, "key of the grading model's API")
     grading_base_url: str | None = shared("STASH_GRADING_BASE_URL", None, "OpenAI-compatible URL of the grading API")
+    evaluation_processes: int = Field(
+        1,
+        ge=1,
+        le=32,
+        description="processes evaluating queued revisions side by side (rule labelling uses one core per process)",
+    )
     sweep_interval_s: float = Field(30.0, gt=0, description="seconds between sweeps for missed revisions")
     lease_s: float = Field(
         6.0, gt=0, description="seconds a running evaluation stays claimed without its worker renewing it"
