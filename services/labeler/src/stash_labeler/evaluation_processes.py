@@ -49,6 +49,7 @@ class EvaluationProcesses:
     def __init__(self) -> None:
         self._children: list[_Child] = []
         self._stopping = threading.Event()
+        self._forwarder: threading.Thread | None = None
 
     def fork(self, extra: int, make_worker: Callable[[Wakeups], EvaluationWorker]) -> None:
         """Fork `extra` evaluation processes. Call it before the process makes a thread or a connection. Returns in
@@ -80,11 +81,14 @@ class EvaluationProcesses:
                     self._send()
             subscription.close()
 
-        threading.Thread(target=forward, name="evaluation-process-wakeups", daemon=True).start()
+        self._forwarder = threading.Thread(target=forward, name="evaluation-process-wakeups", daemon=True)
+        self._forwarder.start()
 
     def stop(self) -> None:
         """Close the pipes, which stops the forked processes, and wait for them (killed after STOP_WAIT_S)."""
         self._stopping.set()
+        if self._forwarder is not None:
+            self._forwarder.join()  # it writes to the pipes: they are closed after it ends (within a second)
         for child in self._children:
             os.close(child.pipe)
         for child in self._children:
