@@ -136,7 +136,8 @@ def insert_rows(session: Session, table: Table, columns: Sequence[str], rows: Se
     """Insert many rows, each the values of `columns` in that order, in the session's transaction: COPY on
     PostgreSQL (an order of magnitude faster than multi-row INSERTs for thousands of rows), executemany
     elsewhere. JSON columns take plain JSON values (dicts, lists, …). The rows count towards a refresh of the
-    table's planner statistics once the transaction commits (`planner_statistics`)."""
+    table's planner statistics once the transaction commits (`planner_statistics`), unless the table is declared
+    temporary (`info={"temporary": True}`)."""
     if not rows:
         return
     if session.get_bind().dialect.name != "postgresql":
@@ -155,7 +156,8 @@ def insert_rows(session: Session, table: Table, columns: Sequence[str], rows: Se
                     if row[position] is not None:
                         row[position] = _json_text(row[position])
             copy.write_row(row)
-    rows_loaded(session, table.name, len(rows))
+    if not table.info.get("temporary"):
+        rows_loaded(session, table.name, len(rows))
 
 
 @contextmanager

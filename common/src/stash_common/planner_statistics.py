@@ -19,6 +19,7 @@ counted there.
 from __future__ import annotations
 
 import threading
+import weakref
 
 import structlog
 from sqlalchemy import Connection, Engine, event, text
@@ -32,7 +33,7 @@ _LOADED = "stash.rows_loaded"  # the key of the counts in a session's `info`
 
 def rows_loaded(session: Session, table: str, rows: int) -> None:
     """Count `rows` loaded into `table` by the session's transaction, for a refresh once it commits (PostgreSQL
-    only). A table the refresh cannot see (a temporary one) is skipped."""
+    only). Never a temporary table: the refresh's own connection cannot see it."""
     if rows and session.get_bind().dialect.name == "postgresql":
         counts = session.info.setdefault(_LOADED, {})
         counts[table] = counts.get(table, 0) + rows
@@ -40,12 +41,10 @@ def rows_loaded(session: Session, table: str, rows: int) -> None:
 
 def refresh_if_grown(engine: Engine, table: str, rows: int) -> bool:
     """Analyze `table` if `rows` loaded since its last refresh are a large share of it; False when they are not
-    yet (keep counting). A table this connection cannot see, or a temporary one (which the pooled connection
-    that loaded it may hold), is left alone (True: nothing left to count)."""
+    yet (keep counting). A table that no longer exists is left alone (True: nothing left to count)."""
     with engine.connect() as connection:
         estimated = connection.execute(
-            text("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:table) AND relpersistence <> 't'"),
-            {"table": table},
+            text("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:table)"), {"table": table}
         ).scalar()
         if estimated is None:
             return True
@@ -62,15 +61,18 @@ class _Refresher:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._loaded: dict[tuple[Engine, str], int] = {}  # rows loaded since the table's last refresh
+        # Rows loaded per table since its last refresh, per engine; an engine disposed of and dropped (a test's)
+        # is forgotten with its counts.
+        self._loaded: weakref.WeakKeyDictionary[Engine, dict[str, int]] = weakref.WeakKeyDictionary()
         self._due: set[tuple[Engine, str]] = set()  # tables that grew since they were last looked at
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def committed(self, engine: Engine, counts: dict[str, int]) -> None:
         with self._lock:
+            loaded = self._loaded.setdefault(engine, {})
             for table, rows in counts.items():
-                self._loaded[(engine, table)] = self._loaded.get((engine, table), 0) + rows
+                loaded[table] = loaded.get(table, 0) + rows
                 self._due.add((engine, table))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="planner-statistics", daemon=True)
@@ -87,7 +89,7 @@ class _Refresher:
 
     def _refresh(self, engine: Engine, table: str) -> None:
         with self._lock:
-            rows = self._loaded.get((engine, table), 0)
+            rows = self._loaded[engine][table]
         try:
             refreshed = refresh_if_grown(engine, table, rows)
         except Exception as error:  # a lost database: the next load tries again, autovacuum catches up meanwhile
@@ -95,7 +97,7 @@ class _Refresher:
             return
         if refreshed:
             with self._lock:
-                self._loaded[(engine, table)] -= rows  # loads committed meanwhile count towards the next refresh
+                self._loaded[engine][table] -= rows  # loads committed meanwhile count towards the next refresh
 
 
 _REFRESHER = _Refresher()

@@ -16,9 +16,9 @@ its claimed evaluations go back to the queue when their leases run out, and the 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -138,10 +138,10 @@ def _evaluate_until_the_labeler_ends(pipe: int, make_worker: Callable[[Wakeups],
 
 def _reap(pid: int) -> None:
     """Wait for a forked process to end; kill it after STOP_WAIT_S."""
-    deadline = time.monotonic() + STOP_WAIT_S
-    while time.monotonic() < deadline:
-        if os.waitpid(pid, os.WNOHANG)[0]:
-            return
-        time.sleep(0.05)
-    os.kill(pid, signal.SIGKILL)
+    ended = os.pidfd_open(pid)  # readable once the process has ended
+    try:
+        if not select.select([ended], [], [], STOP_WAIT_S)[0]:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        os.close(ended)
     os.waitpid(pid, 0)

@@ -451,6 +451,7 @@ INCOMING_LABELS = Table(
     "chunk_labels_incoming",
     MetaData(),
     *(Column(column.name, column.type) for column in ChunkLabelRow.__table__.columns),
+    info={"temporary": True},
 )
 
 
@@ -474,7 +475,7 @@ def _copy_upsert_labels(session: Session, rows: Sequence[dict[str, Any]]) -> Non
             f"ON CONFLICT (trace_id, chunk_id) DO UPDATE SET {updates}"
         )
     )
-    rows_loaded(session, ChunkLabelRow.__tablename__, len(rows))  # the temporary table's count is skipped
+    rows_loaded(session, ChunkLabelRow.__tablename__, len(rows))
 
 
 def _kept(row: ChunkLabelRow) -> KeptLabel:
