@@ -51,6 +51,10 @@ def stack(
         STASH_SCORER_DEBOUNCE_S="1",
         STASH_SCORER_MAX_ACTIVE_BATCHES="1",
         STASH_SCORER_BATCH_TRACES="2",
+        # A trace imported after a release reaches the scorer through ingest's list of settled changes. The
+        # settle window guards a cursor against concurrent writers committing out of order; this module's one
+        # client writes one request at a time, so two seconds instead of thirty lose nothing here.
+        STASH_INGEST_REVISION_SETTLE_S="2",
     ) as running:
         yield running
 

@@ -364,12 +364,15 @@ def test_summaries_list_the_latest_succeeded_score_in_request_order(
     assert all(item.trace_score == pytest.approx(0.17) for item in response.summaries)
 
 
-def test_the_sweep_lists_nothing_inside_the_settle_window(postgres_url: str) -> None:
+def test_the_sweep_lists_nothing_inside_the_settle_window_and_a_backfill_everything(postgres_url: str) -> None:
     ingest, stop = serve_ingest(postgres_url, derive_title, settle=timedelta(minutes=5))
     try:
-        import_payload(ingest, stash_line("fresh"))
+        imported = import_payload(ingest, stash_line("fresh"))
         page = ingest.ListTraceRevisions(ingest_pb2.ListTraceRevisionsRequest(), timeout=10)
         assert list(page.revisions) == [] and page.next_cursor == ""
+
+        everything = ingest.ListTraceRevisions(ingest_pb2.ListTraceRevisionsRequest(include_unsettled=True), timeout=10)
+        assert [(item.trace_id, item.revision) for item in everything.revisions] == [(imported.trace_ids[0], 1)]
     finally:
         stop()
 

@@ -3,6 +3,7 @@ and its dispatcher, on real ports."""
 
 import os
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,19 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def wired(database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wired]:
+def ingest_settle() -> timedelta:
+    """How old a change must be before ingest lists it to the scorer's sweep (a test may parametrize it)."""
+    return timedelta(0)
+
+
+@pytest.fixture
+def wired(
+    database_url: str, ingest_settle: timedelta, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Wired]:
     # The dispatcher launches `python -m support.scoring_worker`, which lives beside these tests.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")])))
     monkeypatch.delenv("STASH_TEST_SCORING_WORKER", raising=False)
-    ingest, stop_ingest = serve_ingest(database_url, derive_title)
+    ingest, stop_ingest = serve_ingest(database_url, derive_title, settle=ingest_settle)
     trainer = serve_trainer(database_url)
     scorers: list[RunningScorer] = []
 

@@ -448,6 +448,18 @@ def test_a_succeeded_models_training_scores_are_published_and_its_other_traces_s
     assert [run.id for run in _runs(scorer, trained)] == [training_run.id]
 
 
+@pytest.mark.parametrize("ingest_settle", [timedelta(minutes=5)], ids=["settle-5min"])
+def test_a_ready_models_backfill_scores_traces_changed_inside_ingests_settle_window(wired: Wired) -> None:
+    # The sweep's cursor lists no change younger than five minutes; a backfill keeps no cursor and lists them.
+    scorer = wired.scorer()
+    model_id = wired.trainer.add_model(OWNER)
+    trace_id = _import(wired, "fresh")
+
+    _ready(scorer, model_id)
+
+    wait_until(lambda: _action_scores(scorer, trace_id), what="the backfill's scores of a fresh trace")
+
+
 def test_a_training_job_is_published_only_for_its_own_model(wired: Wired) -> None:
     scorer = wired.scorer(start_dispatcher=False)
     model_id, other_model = wired.trainer.add_model(OWNER), wired.trainer.add_model(OWNER, name="other")

@@ -167,8 +167,9 @@ class IngestServicer(OwnerRowsServicer, ingest_pb2_grpc.IngestServiceServicer):
         if not 1 <= limit <= REVISION_PAGE_MAX:
             raise InvalidArgument("limit", f"must be 1 to {REVISION_PAGE_MAX}")
         owner_id = request.owner_id if request.HasField("owner_id") else None
+        settle = timedelta(0) if request.include_unsettled else self.revision_settle
         with transaction(self.sessions) as session:
-            revisions, cursor = list_revisions(session, request.cursor, limit, self.revision_settle, owner_id)
+            revisions, cursor = list_revisions(session, request.cursor, limit, settle, owner_id)
         return ingest_pb2.ListTraceRevisionsResponse(
             revisions=[
                 ingest_pb2.TraceRevision(

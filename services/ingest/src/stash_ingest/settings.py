@@ -27,7 +27,10 @@ class IngestSettings(ServiceSettings):
     anthropic_base_url: str | None = shared("STASH_ANTHROPIC_BASE_URL", None, "Anthropic API base URL override")
     fast_model: str = shared("STASH_FAST_MODEL", "claude-haiku-4-5", "the fast Anthropic model for titles")
     revision_settle_s: float = Field(
-        30.0, ge=0, description="seconds a change waits before the labeler's sweep may list it"
+        30.0,
+        ge=0,
+        description="seconds a change waits before the labeler's and the scorer's sweeps may list it "
+        "(a scorer backfill lists it at once)",
     )
     # What one import and one trace may hold (docs/api.md: Limits).
     max_traces_per_import: int = Field(_LIMITS.traces_per_import, ge=1, description="traces one import may hold (413)")

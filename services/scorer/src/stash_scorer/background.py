@@ -12,7 +12,9 @@ automatic run unless one exists for that revision.
 The shared evaluator's current release is one more model for every owner: acting on a change queues it
 too, and when a release becomes current its backfill queues every trace of every owner that it has not
 scored at the trace's current revision, in the order ingest last changed them (the dispatcher serves a
-release's runs newest first).
+release's runs newest first). Both backfills list the changes younger than ingest's settle window too: the
+window protects the sweep's saved cursor, and a backfill keeps none (a trace it misses is a change the
+sweep acts on).
 
 Ingest lists no deletions, so the sweep also checks, a page at a time, that the traces it holds scores
 for still exist, and forgets the ones that do not. Ingest is reached through a `TraceSource`: an outage
@@ -125,7 +127,7 @@ class BackgroundScoring:
         cursor, queued = "", 0
         try:
             while True:
-                page = self.traces.changed_revisions(cursor, PAGE_SIZE)
+                page = self.traces.changed_revisions(cursor, PAGE_SIZE, include_unsettled=True)
                 fresh = [item for item in page.revisions if (item.trace_id, item.revision) not in covered]
                 with transaction(self.sessions) as session:
                     session.add_all(
@@ -148,7 +150,7 @@ class BackgroundScoring:
         cursor, queued = "", 0
         try:
             while True:
-                page = self.traces.changed_revisions(cursor, PAGE_SIZE, owner_id=model.owner_id)
+                page = self.traces.changed_revisions(cursor, PAGE_SIZE, owner_id=model.owner_id, include_unsettled=True)
                 # A failed run does not cover its revision here: a newly ready model scores every trace anew.
                 fresh = [item for item in page.revisions if (item.trace_id, item.revision) not in covered]
                 with transaction(self.sessions) as session:

@@ -42,9 +42,11 @@ class IngestClient:
         response = call_peer("ingest", lambda: self.stub.GetTraceRevision(request, timeout=TRACE_TIMEOUT_S))
         return trace_from_proto(owner_id, response.trace)
 
-    def changed_revisions(self, cursor: str, limit: int, owner_id: str | None = None) -> RevisionPage:
+    def changed_revisions(
+        self, cursor: str, limit: int, owner_id: str | None = None, include_unsettled: bool = False
+    ) -> RevisionPage:
         """The newest revisions of traces changed after `cursor` (one owner's, or all), oldest change first."""
-        request = ingest_pb2.ListTraceRevisionsRequest(cursor=cursor, limit=limit)
+        request = ingest_pb2.ListTraceRevisionsRequest(cursor=cursor, limit=limit, include_unsettled=include_unsettled)
         if owner_id is not None:
             request.owner_id = owner_id
         page = call_peer("ingest", lambda: self.stub.ListTraceRevisions(request, timeout=CALL_TIMEOUT_S))

@@ -84,8 +84,11 @@ class TraceSource(Protocol):
         """The trace as of `revision`, while that is still its newest one."""
         ...
 
-    def changed_revisions(self, cursor: str, limit: int, owner_id: str | None = None) -> RevisionPage:
-        """The newest revisions of traces changed after `cursor` (one owner's, or all), oldest change first."""
+    def changed_revisions(
+        self, cursor: str, limit: int, owner_id: str | None = None, include_unsettled: bool = False
+    ) -> RevisionPage:
+        """The newest revisions of traces changed after `cursor` (one owner's, or all), oldest change first;
+        only the changes older than ingest's settle window unless `include_unsettled`."""
         ...
 
     def existing(self, owner_id: str, trace_ids: Sequence[str]) -> set[str]:

@@ -1149,22 +1149,29 @@ class ListTraceRevisionsRequest(_message.Message):
     CURSOR_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     OWNER_ID_FIELD_NUMBER: _builtins.int
+    INCLUDE_UNSETTLED_FIELD_NUMBER: _builtins.int
     cursor: _builtins.str
     """Opaque cursor from a previous response; empty to start from the beginning."""
     limit: _builtins.int
     """Maximum number of revisions to return; 0 means the server default."""
     owner_id: _builtins.str
     """Only this owner's traces; all owners when unset."""
+    include_unsettled: _builtins.bool
+    """Also list changes younger than the settle window. For a one-off pass over every trace (the scorer's
+    backfill of a new model or release), never for a cursor kept between calls: that cursor could pass a
+    change that commits late with an earlier time.
+    """
     def __init__(
         self,
         *,
         cursor: _builtins.str = ...,
         limit: _builtins.int = ...,
         owner_id: _builtins.str | None = ...,
+        include_unsettled: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_owner_id", b"_owner_id", "owner_id", b"owner_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_owner_id", b"_owner_id", "cursor", b"cursor", "limit", b"limit", "owner_id", b"owner_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_owner_id", b"_owner_id", "cursor", b"cursor", "include_unsettled", b"include_unsettled", "limit", b"limit", "owner_id", b"owner_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__owner_id: _TypeAlias = _typing.Literal["owner_id"]  # noqa: Y015
     _WhichOneofArgType__owner_id: _TypeAlias = _typing.Literal["_owner_id", b"_owner_id"]  # noqa: Y015
