@@ -197,12 +197,22 @@ class JobDispatcher(ABC):
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop claiming; kill the workers this process runs itself (their jobs are abandoned)."""
+        if self.launcher.detached:  # Kubernetes Jobs outlive this replica; a sweep adopts them
+            self._loop.stop(timeout_s)
+            self.leases.stop()
+            return
+        # Killed while the loop's thread lives: a local worker's fork server dies with that thread, and a worker
+        # left to die with its server could outlive this call by a moment; killed by the server, it is reaped first.
+        self._stopping.set()
+        self._abandon_workers()
         self._loop.stop(timeout_s)
         self.leases.stop()
-        if self.launcher.detached:
-            return  # Kubernetes Jobs outlive this replica; a sweep adopts them
+        self._abandon_workers()  # one the loop's last pass launched
+
+    def _abandon_workers(self) -> None:
+        """Kill the workers this process watches; their jobs fail with a reason to retry."""
         with self._lock:
-            running = list(self._running.items())
+            running, self._running = list(self._running.items()), {}
         for row_id, (job_id, worker) in running:
             worker.kill()
             self.abandon(row_id, job_id, self.stopped_reason())
