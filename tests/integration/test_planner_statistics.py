@@ -50,9 +50,13 @@ def test_a_committed_bulk_load_is_analyzed_in_the_background(engine: Engine) -> 
     assert _estimated_rows(engine, LOADED) == -1
 
     with transaction(make_sessions(engine)) as session:
-        insert_rows(session, LOADED, ["id", "body"], [[number, f"row {number}"] for number in range(2000)])
+        # Rows from a generator, as ingest streams its steps into COPY: each stored, all counted.
+        insert_rows(session, LOADED, ["id", "body"], ((number, f"row {number}") for number in range(2000)))
+        insert_rows(session, LOADED, ["id", "body"], iter(()))  # nothing to copy
 
     wait_until(lambda: _estimated_rows(engine, LOADED) == 2000, timeout_s=30, what="the table analyzed")
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*), max(body) FROM loaded")).one() == (2000, "row 999")
 
 
 def test_a_rolled_back_load_counts_for_nothing(engine: Engine) -> None:

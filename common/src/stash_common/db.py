@@ -10,10 +10,11 @@ from __future__ import annotations
 import fcntl
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import partial
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -132,32 +133,41 @@ def make_sessions(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
-def insert_rows(session: Session, table: Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def insert_rows(session: Session, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     """Insert many rows, each the values of `columns` in that order, in the session's transaction: COPY on
     PostgreSQL (an order of magnitude faster than multi-row INSERTs for thousands of rows), executemany
     elsewhere. JSON columns take plain JSON values (dicts, lists, …). The rows count towards a refresh of the
     table's planner statistics once the transaction commits (`planner_statistics`), unless the table is declared
-    temporary (`info={"temporary": True}`)."""
-    if not rows:
-        return
+    temporary (`info={"temporary": True}`).
+
+    `rows` may be a generator: COPY sends each row as it comes, so the server stores the first rows while the
+    caller still builds the rest (a 100,000-step import built all its rows first, 0.3 s with the server idle).
+    """
     if session.get_bind().dialect.name != "postgresql":
-        session.execute(table.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
+        values = [dict(zip(columns, row, strict=True)) for row in rows]
+        if values:
+            session.execute(table.insert(), values)
+        return
+    pending = iter(rows)
+    first = next(pending, None)
+    if first is None:
         return
     json_columns = {column.name for column in table.columns if isinstance(column.type, JSON)}
     json_positions = [position for position, name in enumerate(columns) if name in json_columns]
     driver = session.connection().connection.driver_connection
     assert driver is not None, "a live session always has a driver connection"
-    cursor = driver.cursor()
-    with cursor.copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN") as copy:
-        for row in rows:
+    count = 0
+    with driver.cursor().copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN") as copy:
+        for row in chain((first,), pending):
             if json_positions:
                 row = list(row)
                 for position in json_positions:
                     if row[position] is not None:
                         row[position] = _json_text(row[position])
             copy.write_row(row)
+            count += 1
     if not table.info.get("temporary"):
-        rows_loaded(session, table.name, len(rows))
+        rows_loaded(session, table.name, count)
 
 
 @contextmanager

@@ -21,7 +21,7 @@ def check_storable(text: str | None, where: str) -> None:
 def check_storable_json(value: Any, where: str, max_depth: int | None = None) -> None:
     """Every string and key of a JSON value free of U+0000, nested at most `max_depth` levels of objects and
     arrays (unbounded when None); the error names the path inside the value (`where.query[2]`)."""
-    if _plainly_storable(value, 1, max_depth):
+    if plainly_storable_json(value, max_depth):
         return  # the common case, walked without building a path for every value
     pending: list[tuple[Any, str, int]] = [(value, where, 1)]
     while pending:
@@ -39,6 +39,12 @@ def check_storable_json(value: Any, where: str, max_depth: int | None = None) ->
                 pending.append((child, f"{path}.{key}" if path else str(key), depth + 1))
         else:
             pending.extend((child, f"{path}[{index}]", depth + 1) for index, child in enumerate(item))
+
+
+def plainly_storable_json(value: Any, max_depth: int | None = None) -> bool:
+    """True for nothing, or plain JSON (dicts with string keys, lists, strings, numbers, null) free of U+0000 and
+    within the depth: a check without names, for the common case; `check_storable_json` judges and names the rest."""
+    return not value or _plainly_storable(value, 1, max_depth)
 
 
 def _plainly_storable(value: Any, depth: int, max_depth: int | None) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -221,24 +221,24 @@ _SPAN_FIELDS = (
 
 
 def write_steps(session: Session, batches: Sequence[tuple[str, int, Sequence[Step]]]) -> None:
-    """Insert (trace id, first position, steps) batches as one Core insert (the ORM would split it)."""
-    ids = iter(new_ids(sum(len(steps) for _, _, steps in batches)))
-    rows = [
-        (
-            next(ids),
-            trace_id,
-            start + offset,
-            step.role,
-            step.content,
-            step.tool_name,
-            _plain(step.tool_input),
-            step.tool_call_id,
-            _plain(step.metadata),
-        )
-        for trace_id, start, steps in batches
-        for offset, step in enumerate(steps)
-    ]
-    insert_rows(session, StepRow.__table__, _STEP_FIELDS, rows)
+    """Insert (trace id, first position, steps) batches in one COPY, each row built as COPY sends it."""
+    insert_rows(session, StepRow.__table__, _STEP_FIELDS, _new_step_rows(batches))
+
+
+def _new_step_rows(batches: Sequence[tuple[str, int, Sequence[Step]]]) -> Iterator[tuple[Any, ...]]:
+    for trace_id, start, steps in batches:
+        for offset, (step_id, step) in enumerate(zip(new_ids(len(steps)), steps, strict=True), start):
+            yield (
+                step_id,
+                trace_id,
+                offset,
+                step.role,
+                step.content,
+                step.tool_name,
+                _plain(step.tool_input),
+                step.tool_call_id,
+                _plain(step.metadata),
+            )
 
 
 def _plain(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
