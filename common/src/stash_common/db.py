@@ -22,6 +22,7 @@ import orjson
 from alembic import command, context
 from alembic.config import Config
 from sqlalchemy import JSON, DateTime, Dialect, Engine, MetaData, Table, TypeDecorator, create_engine, event
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from stash_common.errors import ConfigError
@@ -152,22 +153,35 @@ def insert_rows(session: Session, table: Table, columns: Sequence[str], rows: It
     first = next(pending, None)
     if first is None:
         return
+    count = _copy(session, table, columns, chain((first,), pending))
+    if not table.info.get("temporary"):
+        rows_loaded(session, table.name, count)
+
+
+def _copy(session: Session, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
+    """COPY the rows into `table`, encoding its JSON columns; how many rows there were."""
+    import psycopg  # loaded already on PostgreSQL; a SQLite-only process never imports it
+
     json_columns = {column.name for column in table.columns if isinstance(column.type, JSON)}
     json_positions = [position for position, name in enumerate(columns) if name in json_columns]
     driver = session.connection().connection.driver_connection
     assert driver is not None, "a live session always has a driver connection"
+    statement = f"COPY {table.name} ({', '.join(columns)}) FROM STDIN"
     count = 0
-    with driver.cursor().copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN") as copy:
-        for row in chain((first,), pending):
-            if json_positions:
-                row = list(row)
-                for position in json_positions:
-                    if row[position] is not None:
-                        row[position] = _json_text(row[position])
-            copy.write_row(row)
-            count += 1
-    if not table.info.get("temporary"):
-        rows_loaded(session, table.name, count)
+    try:
+        with driver.cursor().copy(statement) as copy:
+            for row in rows:
+                if json_positions:
+                    row = list(row)
+                    for position in json_positions:
+                        if row[position] is not None:
+                            row[position] = _json_text(row[position])
+                copy.write_row(row)
+                count += 1
+    except psycopg.Error as error:
+        # As SQLAlchemy raises a statement's error (an IntegrityError for a duplicate key, which callers retry).
+        raise DBAPIError.instance(statement, None, error, psycopg.Error) from error
+    return count
 
 
 @contextmanager

@@ -25,6 +25,7 @@ from stash_ingest.store import (
     delete_steps,
     find_by_external_ids,
     find_trace_row,
+    insert_traces,
     load_steps_by_trace,
     replace_spans,
     save_source_name,
@@ -141,12 +142,14 @@ def _native_agent(agent: str, data: bytes) -> str:
 class _Writes:
     """What a batch of upserts writes, collected so each table gets one statement per batch."""
 
+    created: list[TraceRow] = field(default_factory=list)  # new rows, in their final state once the batch is planned
     steps: dict[str, tuple[int, Sequence[Step]]] = field(default_factory=dict)  # trace id → (first position, steps)
     spans: dict[str, Sequence[Span]] = field(default_factory=dict)
     cleared: set[str] = field(default_factory=set)  # traces whose stored steps are replaced
 
     def apply(self, session: Session) -> None:
         session.flush()
+        insert_traces(session, self.created)
         delete_steps(session, sorted(self.cleared))
         write_steps(session, [(trace_id, start, steps) for trace_id, (start, steps) in self.steps.items()])
         replace_spans(session, self.spans)
@@ -164,7 +167,7 @@ def upsert_traces(
         existing=find_by_external_ids(session, request.owner_id, external_ids),
     )
     batch.stored = load_steps_by_trace(session, [row.id for row in batch.existing.values()])
-    results = [batch.upsert(session, trace) for trace in traces]
+    results = [batch.upsert(trace) for trace in traces]
     batch.writes.apply(session)
     return results
 
@@ -180,13 +183,14 @@ class _Batch:
     stored: dict[str, list[Step]] = field(default_factory=dict)  # trace id → its steps after this batch so far
     writes: _Writes = field(default_factory=_Writes)
 
-    def upsert(self, session: Session, trace: Trace) -> ImportedTrace:
+    def upsert(self, trace: Trace) -> ImportedTrace:
         """Plan one trace's writes; a trace without a title keeps the stored one or gets a new one once."""
         row = self.existing.get(trace.external_id) if trace.external_id else None
         if not trace.title:
             trace = replace(trace, title=row.title if row is not None and row.title else self.titler(trace))
         if row is None:
-            row = _new_row(session, self.request, self.format_name, trace)
+            row = _new_row(self.request, self.format_name, trace)
+            self.writes.created.append(row)
             self.existing[trace.external_id or row.id] = row
             self.writes.steps[row.id] = (0, trace.steps)
             result = ImportResult.CREATED
@@ -212,8 +216,10 @@ def resolve_source_id(metadata: Mapping[str, Any], explicit: str | None, format_
     return format_name
 
 
-def _new_row(session: Session, request: ImportRequest, format_name: str, trace: Trace) -> TraceRow:
-    row = TraceRow(
+def _new_row(request: ImportRequest, format_name: str, trace: Trace) -> TraceRow:
+    """A new trace's row, stored with the batch's writes (not added to the session)."""
+    now = utc_now()
+    return TraceRow(
         id=new_id(),
         owner_id=request.owner_id,
         external_id=trace.external_id,
@@ -224,11 +230,9 @@ def _new_row(session: Session, request: ImportRequest, format_name: str, trace: 
         trace_metadata=dict(trace.metadata),
         revision=1,
         step_count=len(trace.steps),
-        created_at=utc_now(),
-        updated_at=utc_now(),
+        created_at=now,
+        updated_at=now,
     )
-    session.add(row)
-    return row
 
 
 def _replace(row: TraceRow, stored: Sequence[Step], trace: Trace, writes: _Writes) -> ImportResult:

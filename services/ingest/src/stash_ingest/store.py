@@ -205,6 +205,20 @@ def find_by_external_ids(session: Session, owner_id: str, external_ids: Sequence
 
 
 # The columns the writers below fill, in the order of their row tuples.
+_TRACE_FIELDS = (
+    "id",
+    "owner_id",
+    "external_id",
+    "title",
+    "source_format",
+    "source_id",
+    "explicit_source_id",
+    "metadata",
+    "revision",
+    "step_count",
+    "created_at",
+    "updated_at",
+)
 _STEP_FIELDS = ("id", "trace_id", "position", "role", "content", "tool_name", "tool_input", "tool_call_id", "metadata")
 _SPAN_FIELDS = (
     "trace_id",
@@ -218,6 +232,29 @@ _SPAN_FIELDS = (
     "output",
     "step_indices",
 )
+
+
+def insert_traces(session: Session, rows: Sequence[TraceRow]) -> None:
+    """Insert new trace rows, built but not added to the session, in one COPY (the ORM's inserts were a tenth of
+    a 1,000-trace import)."""
+    insert_rows(session, TraceRow.__table__, _TRACE_FIELDS, [_trace_values(row) for row in rows])
+
+
+def _trace_values(row: TraceRow) -> tuple[Any, ...]:
+    return (
+        row.id,
+        row.owner_id,
+        row.external_id,
+        row.title,
+        row.source_format,
+        row.source_id,
+        row.explicit_source_id,
+        row.trace_metadata,
+        row.revision,
+        row.step_count,
+        row.created_at,
+        row.updated_at,
+    )
 
 
 def write_steps(session: Session, batches: Sequence[tuple[str, int, Sequence[Step]]]) -> None:
