@@ -204,21 +204,11 @@ def find_by_external_ids(session: Session, owner_id: str, external_ids: Sequence
     return {row.external_id: row for row in session.scalars(query) if row.external_id and row.owner_id == owner_id}
 
 
-# The columns the writers below fill, in the order of their row tuples.
-_TRACE_FIELDS = (
-    "id",
-    "owner_id",
-    "external_id",
-    "title",
-    "source_format",
-    "source_id",
-    "explicit_source_id",
-    "metadata",
-    "revision",
-    "step_count",
-    "created_at",
-    "updated_at",
-)
+# The columns the writers below fill, in the order of their row tuples; a trace row's are all its columns, each
+# with the attribute that holds it (`metadata` is `trace_metadata`).
+_TRACE_ATTRIBUTES = {
+    column.name: TraceRow.__mapper__.get_property_by_column(column).key for column in TraceRow.__table__.columns
+}
 _STEP_FIELDS = ("id", "trace_id", "position", "role", "content", "tool_name", "tool_input", "tool_call_id", "metadata")
 _SPAN_FIELDS = (
     "trace_id",
@@ -236,25 +226,9 @@ _SPAN_FIELDS = (
 
 def insert_traces(session: Session, rows: Sequence[TraceRow]) -> None:
     """Insert new trace rows, built but not added to the session, in one COPY (the ORM's inserts were a tenth of
-    a 1,000-trace import)."""
-    insert_rows(session, TraceRow.__table__, _TRACE_FIELDS, [_trace_values(row) for row in rows])
-
-
-def _trace_values(row: TraceRow) -> tuple[Any, ...]:
-    return (
-        row.id,
-        row.owner_id,
-        row.external_id,
-        row.title,
-        row.source_format,
-        row.source_id,
-        row.explicit_source_id,
-        row.trace_metadata,
-        row.revision,
-        row.step_count,
-        row.created_at,
-        row.updated_at,
-    )
+    a 1,000-trace import); every mapped column is copied, so a column added to TraceRow is copied too."""
+    values = [tuple(getattr(row, key) for key in _TRACE_ATTRIBUTES.values()) for row in rows]
+    insert_rows(session, TraceRow.__table__, list(_TRACE_ATTRIBUTES), values)
 
 
 def write_steps(session: Session, batches: Sequence[tuple[str, int, Sequence[Step]]]) -> None:
